@@ -1,0 +1,35 @@
+# Two entry points for a fresh machine: `make demo` and `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.tracerl-installed
+
+# No request may leave 127.0.0.1 in tests and demos.
+export HF_HUB_OFFLINE := 1
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+export OPENAI_AGENTS_DISABLE_TRACING := 1
+export RAY_USAGE_STATS_ENABLED := 0
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	# torch first, pinned, so that no later requirement pulls another build.
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) examples/trace_to_episode.py
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check tracerl tests bench examples scripts
+
+test: $(STAMP) lint
+	$(VENV)/bin/pytest -q
+
+bench: $(STAMP)
+	$(PY) bench/import_time.py
+	$(PY) bench/convert_throughput.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,85 @@
+"""tracerl: train LLM agents with reinforcement learning from their OpenTelemetry traces.
+
+The public API is what ``__all__`` lists. Importing tracerl does no work: names are loaded
+on first use, so ``import tracerl`` pulls in neither torch nor any agent framework.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0.dev0"
+
+_EXPORTS: dict[str, str] = {
+    "ConfigError": "tracerl.core.errors",
+    "Episode": "tracerl.core.types",
+    "Message": "tracerl.core.types",
+    "MissingDependencyError": "tracerl.core.errors",
+    "RolloutConfig": "tracerl.core.rollout",
+    "RolloutSettings": "tracerl.core.rollout",
+    "Session": "tracerl.core.rollout",
+    "SpanDecodeError": "tracerl.core.errors",
+    "SpanRecord": "tracerl.core.spans",
+    "SpanStore": "tracerl.core.store",
+    "Step": "tracerl.core.types",
+    "StoreError": "tracerl.core.errors",
+    "StoreExporter": "tracerl.core.store",
+    "Task": "tracerl.core.types",
+    "TerminationReason": "tracerl.core.types",
+    "TokenSequence": "tracerl.core.types",
+    "ToolCall": "tracerl.core.types",
+    "TracerlError": "tracerl.core.errors",
+    "Trajectory": "tracerl.core.types",
+    "TrajectoryGroup": "tracerl.core.types",
+    "decode_otlp": "tracerl.core.spans",
+    "emit_reward": "tracerl.core.rollout",
+    "episode_from_spans": "tracerl.core.convert",
+    "episodes_from_store": "tracerl.core.convert",
+    "group_trajectories": "tracerl.core.types",
+    "rollout": "tracerl.core.rollout",
+    "session": "tracerl.core.rollout",
+    "setup_tracing": "tracerl.core.otel",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tracerl' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tracerl.core.convert import episode_from_spans, episodes_from_store
+    from tracerl.core.errors import (
+        ConfigError,
+        MissingDependencyError,
+        SpanDecodeError,
+        StoreError,
+        TracerlError,
+    )
+    from tracerl.core.otel import setup_tracing
+    from tracerl.core.rollout import RolloutConfig, RolloutSettings, Session, emit_reward, rollout, session
+    from tracerl.core.spans import SpanRecord, decode_otlp
+    from tracerl.core.store import SpanStore, StoreExporter
+    from tracerl.core.types import (
+        Episode,
+        Message,
+        Step,
+        Task,
+        TerminationReason,
+        TokenSequence,
+        ToolCall,
+        Trajectory,
+        TrajectoryGroup,
+        group_trajectories,
+    )

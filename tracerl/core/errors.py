@@ -1,0 +1,49 @@
+"""The tracerl error tree. Every error says what went wrong, why, and how to fix it.
+
+    TracerlError
+    ├── ConfigError            bad or missing settings (a path, a URL, an option)
+    ├── MissingDependencyError an optional extra is not installed (message has the pip line)
+    ├── SpanDecodeError        an OTLP body or a JSON-lines record could not be decoded
+    ├── StoreError             the span store could not be opened, read or written
+    └── RolloutError           a rollout could not be run or assembled into an Episode
+
+Errors about one episode or span carry its id (``episode_id`` / ``span_id``) so a log line
+points at the data, the way httpx errors carry their request.
+"""
+
+from __future__ import annotations
+
+
+class TracerlError(Exception):
+    """Base of all errors raised by tracerl."""
+
+    def __init__(self, message: str, *, episode_id: str | None = None, span_id: str | None = None):
+        super().__init__(message)
+        self.episode_id = episode_id
+        self.span_id = span_id
+
+
+class ConfigError(TracerlError):
+    """A setting is missing or invalid."""
+
+
+class MissingDependencyError(TracerlError, ImportError):
+    """An optional dependency is not installed."""
+
+    def __init__(self, package: str, extra: str, purpose: str):
+        super().__init__(
+            f"{purpose} needs the '{package}' package, which is not installed. "
+            f"Install it with: pip install 'tracerl[{extra}]'"
+        )
+
+
+class SpanDecodeError(TracerlError, ValueError):
+    """An OTLP request body or a JSON-lines span record is malformed."""
+
+
+class StoreError(TracerlError):
+    """The span store failed."""
+
+
+class RolloutError(TracerlError):
+    """A rollout could not be run or assembled."""

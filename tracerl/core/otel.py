@@ -1,0 +1,147 @@
+"""OpenTelemetry hook-up: where tracerl's spans (and every other span of the app) go.
+
+:func:`setup_tracing` adds our span processors to the tracer provider the app already has,
+or installs an SDK provider when there is none. It never replaces the user's tracing, and
+calling it again with the same sinks adds nothing. Two processors matter:
+
+* :class:`SessionSpanProcessor` stamps ``tracerl.session.id`` (from W3C baggage) on every
+  span started inside a session, so spans of third-party instrumentors (OpenInference,
+  OpenLLMetry) join the episode without knowing about tracerl;
+* a ``BatchSpanProcessor`` per sink: the SQLite :class:`~.store.SpanStore` by default, and
+  an OTLP/HTTP exporter when an endpoint is given.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry import baggage, trace
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from . import semconv as sc
+from .errors import ConfigError, MissingDependencyError
+from .store import SpanStore, StoreExporter
+
+log = logging.getLogger(__name__)
+TRACER_NAME = "tracerl"
+_lock = threading.Lock()
+
+
+class SessionSpanProcessor(SpanProcessor):
+    """Copy the session id from baggage onto each span as ``tracerl.session.id``."""
+
+    def on_start(self, span: Any, parent_context: Context | None = None) -> None:
+        sid = baggage.get_baggage(sc.BAGGAGE_SESSION_KEY, parent_context)
+        if sid and not (span.attributes or {}).get(sc.SESSION_ID):
+            span.set_attribute(sc.SESSION_ID, str(sid))
+
+    def on_end(self, span: Any) -> None:
+        pass
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+@dataclass
+class Tracing:
+    """What :func:`setup_tracing` attached to one provider."""
+
+    provider: TracerProvider
+    stores: dict[str, SpanStore] = field(default_factory=dict)
+    sinks: set[str] = field(default_factory=set)
+
+    def flush(self, timeout_ms: int = 30_000) -> bool:
+        return bool(self.provider.force_flush(timeout_ms))
+
+    def tracer(self) -> trace.Tracer:
+        return self.provider.get_tracer(TRACER_NAME)
+
+
+def _sdk_provider(provider: Any | None) -> TracerProvider:
+    if provider is not None:
+        if not isinstance(provider, TracerProvider):
+            raise ConfigError(
+                f"tracer_provider must be an opentelemetry-sdk TracerProvider, got {type(provider).__name__}"
+            )
+        return provider
+    current = trace.get_tracer_provider()
+    if isinstance(current, TracerProvider):
+        return current
+    created = TracerProvider()
+    trace.set_tracer_provider(created)
+    # set_tracer_provider refuses a second provider; use whatever won.
+    current = trace.get_tracer_provider()
+    if not isinstance(current, TracerProvider):
+        raise ConfigError(
+            "the global OpenTelemetry tracer provider is not an SDK TracerProvider; pass "
+            "tracer_provider= explicitly"
+        )
+    return current
+
+
+def setup_tracing(
+    store: SpanStore | str | None = None,
+    *,
+    otlp_endpoint: str | None = None,
+    otlp_headers: dict[str, str] | None = None,
+    tracer_provider: TracerProvider | None = None,
+    use_store: bool = True,
+) -> Tracing:
+    """Attach tracerl's processors to ``tracer_provider`` (default: the global one).
+
+    ``store``: a :class:`SpanStore` or a path (default :func:`~.store.default_store_path`).
+    ``otlp_endpoint``: also export to an OTLP/HTTP collector, e.g. ``http://127.0.0.1:4318``.
+    Idempotent per provider and sink.
+    """
+    with _lock:
+        provider = _sdk_provider(tracer_provider)
+        state: Tracing | None = getattr(provider, "_tracerl_state", None)
+        if state is None:
+            state = Tracing(provider=provider)
+            provider._tracerl_state = state  # type: ignore[attr-defined]
+            provider.add_span_processor(SessionSpanProcessor())
+        if use_store:
+            st = store if isinstance(store, SpanStore) else None
+            path = st.path if st is not None else str(store) if store is not None else None
+            if path is None:
+                from .store import default_store_path
+
+                path = str(default_store_path())
+            if f"store:{path}" not in state.sinks:
+                st = st or SpanStore(path)
+                state.stores[path] = st
+                provider.add_span_processor(BatchSpanProcessor(StoreExporter(st), schedule_delay_millis=200))
+                state.sinks.add(f"store:{path}")
+        if otlp_endpoint and f"otlp:{otlp_endpoint}" not in state.sinks:
+            provider.add_span_processor(BatchSpanProcessor(_otlp_exporter(otlp_endpoint, otlp_headers)))
+            state.sinks.add(f"otlp:{otlp_endpoint}")
+        return state
+
+
+def _otlp_exporter(endpoint: str, headers: dict[str, str] | None) -> Any:
+    try:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    except ImportError as exc:
+        raise MissingDependencyError("opentelemetry-exporter-otlp-proto-http", "otlp", "OTLP export") from exc
+    url = endpoint.rstrip("/")
+    if not url.endswith("/v1/traces"):
+        url += "/v1/traces"
+    return OTLPSpanExporter(endpoint=url, headers=headers)
+
+
+def tracing_state(tracer_provider: TracerProvider | None = None) -> Tracing | None:
+    """The tracing set up on a provider (the global one by default), if any."""
+    provider = tracer_provider or trace.get_tracer_provider()
+    return getattr(provider, "_tracerl_state", None)
+
+
+def get_tracer() -> trace.Tracer:
+    return trace.get_tracer(TRACER_NAME)

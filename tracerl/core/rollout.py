@@ -1,0 +1,334 @@
+"""The rollout API: ``@tracerl.rollout``, ``tracerl.session(...)``, ``tracerl.emit_reward``.
+
+A session is one episode. Entering it starts a new trace whose root span
+(``tracerl.episode``) carries the episode id, the task and, at the end, the termination
+reason; the id also rides in W3C baggage (``tracerl.session_id``) so that every span started
+inside, by us or any instrumentor, and every HTTP call that propagates baggage, is tagged
+with it. Leaving the session flushes the spans and assembles the :class:`Episode` from the
+span store, so an episode read live and one read later from exported traces are built by the
+same converter.
+
+    @tracerl.rollout(timeout_s=60)
+    def solve(task, config):
+        client = OpenAI(base_url=config.base_url, api_key=config.api_key)
+        ...
+        return 1.0 if correct else 0.0          # or a dict, an Episode, or None
+
+    episode = solve(task, settings)              # always an Episode, never an exception
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import functools
+import inspect
+import logging
+import math
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry import baggage, context, trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Status, StatusCode
+from pydantic import BaseModel, ConfigDict, Field
+
+from . import semconv as sc
+from .convert import episode_from_spans
+from .errors import ConfigError
+from .otel import Tracing, get_tracer, setup_tracing, tracing_state
+from .types import Episode, Task, TerminationReason
+
+log = logging.getLogger(__name__)
+
+
+class RolloutSettings(BaseModel):
+    """How rollouts reach the policy and where their spans go (embedded in the train config)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    gateway_url: str = Field(
+        "http://127.0.0.1:8000", description="the tracerl gateway (or any OpenAI-compatible server) root URL"
+    )
+    model: str = Field("tracerl-tiny", description="model name sent in requests")
+    api_key: str = Field("tracerl", description="key the agent's client sends")
+    temperature: float = Field(1.0, ge=0.0, description="sampling temperature")
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    max_tokens: int | None = Field(None, ge=1, description="response length cap per call")
+    timeout_s: float | None = Field(None, gt=0, description="wall-clock limit per episode")
+    store: str | None = Field(None, description="span store path (default $TRACERL_HOME/traces.db)")
+    otlp_endpoint: str | None = Field(None, description="also export spans to this OTLP/HTTP endpoint")
+
+
+@dataclass
+class RolloutConfig:
+    """What the user's rollout function receives for one episode."""
+
+    episode_id: str
+    task: Task
+    base_url: str
+    model: str
+    api_key: str
+    sampling: dict[str, Any] = field(default_factory=dict)
+
+    def openai_kwargs(self) -> dict[str, str]:
+        """``OpenAI(**config.openai_kwargs())`` talks to this episode's session."""
+        return {"base_url": self.base_url, "api_key": self.api_key}
+
+
+def session_base_url(gateway_url: str, episode_id: str) -> str:
+    """``{gateway}/sessions/{id}/v1``: the session rides in the path, so any client works."""
+    root = gateway_url.rstrip("/")
+    if root.endswith("/v1"):
+        root = root[: -len("/v1")]
+    return f"{root}/sessions/{episode_id}/v1"
+
+
+class Session:
+    """One episode as a context manager (sync or async). ``episode()`` assembles it after exit."""
+
+    def __init__(
+        self,
+        episode_id: str | None = None,
+        task: Task | dict[str, Any] | None = None,
+        *,
+        settings: RolloutSettings | None = None,
+        tracing: Tracing | None = None,
+    ):
+        self.settings = settings or RolloutSettings()
+        self.episode_id = episode_id or uuid.uuid4().hex
+        if "/" in self.episode_id or not self.episode_id.strip():
+            raise ConfigError(f"episode id {self.episode_id!r} must be non-empty and contain no '/'")
+        self.task = task if isinstance(task, Task) or task is None else Task.model_validate(task)
+        self._tracing = tracing
+        self._span: trace.Span | None = None
+        self._token: object | None = None
+        self.termination_reason: TerminationReason | None = None
+        self.error: str | None = None
+
+    @property
+    def base_url(self) -> str:
+        return session_base_url(self.settings.gateway_url, self.episode_id)
+
+    @property
+    def tracing(self) -> Tracing:
+        if self._tracing is None:
+            self._tracing = tracing_state() or setup_tracing(
+                self.settings.store, otlp_endpoint=self.settings.otlp_endpoint
+            )
+        return self._tracing
+
+    def config(self) -> RolloutConfig:
+        sampling: dict[str, Any] = {"temperature": self.settings.temperature, "top_p": self.settings.top_p}
+        if self.settings.max_tokens is not None:
+            sampling["max_tokens"] = self.settings.max_tokens
+        return RolloutConfig(
+            episode_id=self.episode_id,
+            task=self.task or Task(id=self.episode_id),
+            base_url=self.base_url,
+            model=self.settings.model,
+            api_key=self.settings.api_key,
+            sampling=sampling,
+        )
+
+    def __enter__(self) -> Session:
+        # A fresh Context: each episode is its own trace even when called under an app span.
+        ctx = baggage.set_baggage(sc.BAGGAGE_SESSION_KEY, self.episode_id, context=Context())
+        attrs: dict[str, Any] = {sc.SPAN_TYPE: "episode", sc.SESSION_ID: self.episode_id}
+        if self.task is not None:
+            attrs[sc.TASK_ID] = self.task.id
+            attrs[sc.TASK_JSON] = self.task.model_dump_json()
+        self._span = self.tracing.provider.get_tracer(__name__).start_span(
+            "tracerl.episode", context=ctx, attributes=attrs
+        )
+        self._token = context.attach(trace.set_span_in_context(self._span, ctx))
+        return self
+
+    def end(self, reason: TerminationReason, error: str | None = None) -> None:
+        """Record how the episode ended (the first call wins)."""
+        if self.termination_reason is None:
+            self.termination_reason, self.error = reason, error
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        if exc is not None:
+            self.end(_reason_for(exc), f"{type(exc).__name__}: {exc}")
+        span = self._span
+        if span is not None:
+            if self.termination_reason is not None:
+                span.set_attribute(sc.TERMINATION_REASON, self.termination_reason.value)
+            if self.error:
+                span.set_attribute(sc.EPISODE_ERROR, self.error[:4000])
+                span.set_status(Status(StatusCode.ERROR, self.error[:200]))
+            span.end()
+        if self._token is not None:
+            context.detach(self._token)  # type: ignore[arg-type]
+            self._token = None
+        return False
+
+    async def __aenter__(self) -> Session:
+        return self.__enter__()
+
+    async def __aexit__(self, *exc: Any) -> bool:
+        return self.__exit__(*exc)
+
+    def episode(self) -> Episode:
+        """Flush spans and build the Episode from the store (call after the block ends)."""
+        tracing = self.tracing
+        tracing.flush()
+        store = next(iter(tracing.stores.values()), None)
+        if store is None:
+            raise ConfigError("this session's tracing has no span store to read the episode from")
+        ep = episode_from_spans(store.spans(session_id=self.episode_id), episode_id=self.episode_id, task=self.task)
+        if self.termination_reason is not None and self.termination_reason is not TerminationReason.SUCCESS:
+            ep.termination_reason = self.termination_reason
+            ep.error = self.error
+        return ep
+
+
+def _reason_for(exc: BaseException) -> TerminationReason:
+    if isinstance(exc, (TimeoutError, asyncio.TimeoutError, concurrent.futures.TimeoutError)):
+        return TerminationReason.TIMEOUT
+    if isinstance(exc, asyncio.CancelledError):
+        return TerminationReason.CANCELLED
+    return TerminationReason.ERROR
+
+
+def session(
+    episode_id: str | None = None,
+    task: Task | dict[str, Any] | None = None,
+    *,
+    settings: RolloutSettings | None = None,
+    tracing: Tracing | None = None,
+) -> Session:
+    """Open an episode for code that is not one function: ``with tracerl.session() as s: ...``."""
+    return Session(episode_id, task, settings=settings, tracing=tracing)
+
+
+def emit_reward(
+    value: float,
+    name: str = "reward",
+    step: bool | int = False,
+    *,
+    agent: str | None = None,
+    is_correct: bool | None = None,
+) -> None:
+    """Record a reward in the current session as a ``tracerl.reward`` span.
+
+    ``step=True`` rewards the LLM call just made (a per-step reward); an int names the
+    gateway sequence number of the step. ``agent`` makes a final reward one agent's (e.g.
+    the judge's) instead of the episode's. Works in production apps too: the reward travels
+    with the trace, to be trained on later (``tracerl train --from-traces``).
+    """
+    value = float(value)
+    if math.isnan(value):
+        raise ValueError(f"reward {name!r} is NaN; emit a finite number")
+    attrs: dict[str, Any] = {
+        sc.SPAN_TYPE: "reward",
+        sc.REWARD_VALUE: value,
+        sc.REWARD_NAME: name,
+        sc.REWARD_SCOPE: "step" if step is not False else "episode",
+    }
+    if not isinstance(step, bool):
+        attrs[sc.REWARD_STEP] = int(step)
+    if agent:
+        attrs[sc.REWARD_AGENT] = agent
+    if is_correct is not None:
+        attrs[sc.REWARD_IS_CORRECT] = bool(is_correct)
+    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        log.warning("tracerl.emit_reward: no tracing is set up, so the reward goes nowhere; "
+                    "call it inside tracerl.session() or after tracerl.setup_tracing()")
+    with get_tracer().start_as_current_span("tracerl.reward", attributes=attrs):
+        pass
+
+
+def _emit_result(result: Any, sess: Session) -> Episode | None:
+    """Turn the user's return value into reward spans (or take a whole Episode)."""
+    if isinstance(result, Episode):
+        return result
+    if isinstance(result, bool):
+        emit_reward(float(result), is_correct=result)
+    elif isinstance(result, (int, float)):
+        emit_reward(float(result))
+    elif isinstance(result, dict):
+        correct = result.get("is_correct")
+        for key, value in result.items():
+            if key != "is_correct" and isinstance(value, (int, float)) and not isinstance(value, bool):
+                emit_reward(float(value), name=str(key), is_correct=correct if key == "reward" else None)
+    elif result is not None:
+        log.warning("rollout %s returned %s; expected Episode, float, dict or None", sess.episode_id, type(result).__name__)
+    return None
+
+
+class RolloutFunction:
+    """A user function wrapped by :func:`rollout`; calling it returns an Episode."""
+
+    def __init__(self, fn: Callable[..., Any], timeout_s: float | None = None):
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.timeout_s = timeout_s
+        self.is_async = inspect.iscoroutinefunction(fn)
+
+    def _session(self, task: Any, settings: RolloutSettings | None, episode_id: str | None) -> Session:
+        if not isinstance(task, Task):
+            task = Task.model_validate(task) if isinstance(task, dict) and "id" in task else Task(
+                id=uuid.uuid4().hex[:12], data=task if isinstance(task, dict) else {"input": task}
+            )
+        return Session(episode_id, task, settings=settings)
+
+    def _timeout(self, settings: RolloutSettings | None) -> float | None:
+        return settings.timeout_s if settings is not None and settings.timeout_s else self.timeout_s
+
+    def __call__(self, task: Any, settings: RolloutSettings | None = None, *, episode_id: str | None = None) -> Any:
+        if self.is_async:
+            return self.acall(task, settings, episode_id=episode_id)
+        sess = self._session(task, settings, episode_id)
+        returned: Episode | None = None
+        timeout = self._timeout(settings)
+        try:
+            with sess:
+                config = sess.config()
+                if timeout is None:
+                    result = self.fn(sess.task, config)
+                else:
+                    # Run in a worker (with our OTel context) so we can stop waiting; the
+                    # worker cannot be killed and finishes in the background.
+                    ctx = contextvars.copy_context()
+                    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tracerl-rollout")
+                    try:
+                        result = pool.submit(ctx.run, self.fn, sess.task, config).result(timeout)
+                    finally:
+                        pool.shutdown(wait=False)
+                returned = _emit_result(result, sess)
+        except Exception as exc:  # noqa: BLE001 - the trainer must survive any agent error
+            log.warning("rollout %s ended with %s: %s", sess.episode_id, type(exc).__name__, exc)
+        return returned if returned is not None else sess.episode()
+
+    async def acall(self, task: Any, settings: RolloutSettings | None = None, *, episode_id: str | None = None) -> Episode:
+        sess = self._session(task, settings, episode_id)
+        returned: Episode | None = None
+        try:
+            async with sess:
+                coro = self.fn(sess.task, sess.config())
+                timeout = self._timeout(settings)
+                result = await (asyncio.wait_for(coro, timeout) if timeout else coro)
+                returned = _emit_result(result, sess)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("rollout %s ended with %s: %s", sess.episode_id, type(exc).__name__, exc)
+        if returned is not None:
+            return returned
+        return await asyncio.to_thread(sess.episode)
+
+
+def rollout(fn: Callable[..., Any] | None = None, *, timeout_s: float | None = None) -> Any:
+    """Decorate ``fn(task, config)`` so that calling it runs one episode and returns an Episode.
+
+    ``fn`` may be sync or async and return an Episode, a float reward, a dict of named
+    rewards (``{"reward": 1.0, "is_correct": True, "format": 0.5}``) or None (rewards emitted
+    with :func:`emit_reward`). Exceptions and timeouts become a ``termination_reason``.
+    """
+    if fn is None:
+        return lambda f: RolloutFunction(f, timeout_s)
+    return RolloutFunction(fn, timeout_s)

@@ -1,0 +1,352 @@
+"""The span store: SQLite in WAL mode, the embedded default sink for every span.
+
+``BatchSpanProcessor(StoreExporter(store))`` is the whole hook-up for in-process spans; the
+gateway writes its token-level spans and OTLP-received spans to the same store. Several
+processes may write one file at once: WAL lets readers run beside one writer, writers wait
+on SQLite's lock (``busy_timeout``) and each batch is one transaction, so a batch is stored
+whole or not at all. A span already stored is never overwritten (a duplicate delivery is
+ignored and counted).
+
+Episodes are keyed by session id; a span without one belongs to the session of any other
+span in its trace (so third-party spans and orphans follow their trace), and a trace with no
+session at all is its own episode, keyed ``trace:<trace_id>``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from .errors import MissingDependencyError, StoreError
+from .spans import SpanRecord, dumps_jsonl, from_readable_span, read_jsonl
+
+log = logging.getLogger(__name__)
+
+TRACE_SESSION_PREFIX = "trace:"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS spans (
+    trace_id TEXT NOT NULL,
+    span_id TEXT NOT NULL,
+    parent_span_id TEXT,
+    session_id TEXT,
+    name TEXT NOT NULL,
+    start_ns INTEGER NOT NULL,
+    end_ns INTEGER NOT NULL,
+    is_llm INTEGER NOT NULL DEFAULT 0,
+    inserted_ns INTEGER NOT NULL,
+    record TEXT NOT NULL,
+    PRIMARY KEY (trace_id, span_id)
+);
+CREATE INDEX IF NOT EXISTS spans_session ON spans(session_id);
+CREATE INDEX IF NOT EXISTS spans_start ON spans(start_ns);
+CREATE TABLE IF NOT EXISTS trace_sessions (
+    trace_id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS trace_sessions_session ON trace_sessions(session_id);
+"""
+
+
+def default_store_path() -> Path:
+    """``$TRACERL_HOME/traces.db``, with ``TRACERL_HOME`` defaulting to ``~/.tracerl``."""
+    home = os.environ.get("TRACERL_HOME") or os.path.join(os.path.expanduser("~"), ".tracerl")
+    return Path(home) / "traces.db"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSummary:
+    session_id: str
+    spans: int
+    llm_calls: int
+    start_ns: int
+    end_ns: int
+
+
+class SpanStore:
+    """A SQLite file of spans. Thread-safe; safe to share between processes by path.
+
+    ``SpanStore()`` opens :func:`default_store_path`; ``SpanStore(":memory:")`` is private
+    to the process (tests, benchmarks).
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, busy_timeout_s: float = 60.0):
+        self.path = str(path) if path is not None else str(default_store_path())
+        self._lock = threading.RLock()
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(
+                self.path, timeout=busy_timeout_s, check_same_thread=False, isolation_level=None
+            )
+            self._db.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
+            if self.path != ":memory:":
+                self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._retry(lambda: self._db.executescript(_SCHEMA))
+        except sqlite3.Error as exc:
+            raise StoreError(
+                f"cannot open span store {self.path!r}: {exc}. Check the path is a writable file "
+                "(set TRACERL_HOME or pass --db to use another)"
+            ) from exc
+        self.duplicates = 0
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> SpanStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SpanStore({self.path!r})"
+
+    def _retry(self, fn: Any, attempts: int = 20) -> Any:
+        # busy_timeout covers most contention; a WAL checkpoint race can still surface
+        # SQLITE_BUSY immediately, so retry a few times with backoff.
+        for i in range(attempts):
+            try:
+                return fn()
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc) or i == attempts - 1:
+                    raise
+                time.sleep(min(0.5, 0.01 * 2**i))
+        return None
+
+    # -- writing ----------------------------------------------------------------------
+
+    def add(self, records: Iterable[SpanRecord]) -> int:
+        """Store spans in one transaction; return how many were new (duplicates are ignored)."""
+        from .semconv import is_llm_span
+
+        now = time.time_ns()
+        rows = []
+        links: dict[str, str] = {}
+        for r in records:
+            sid = r.session_id
+            if sid:
+                links.setdefault(r.trace_id, sid)
+            rows.append(
+                (
+                    r.trace_id, r.span_id, r.parent_span_id, sid, r.name, r.start_ns, r.end_ns,
+                    int(is_llm_span(r.attributes)), now,
+                    json.dumps(r.to_dict(), separators=(",", ":"), allow_nan=True, default=str),
+                )
+            )
+        if not rows:
+            return 0
+
+        def write() -> int:
+            cur = self._db.cursor()
+            try:
+                cur.execute("BEGIN IMMEDIATE")
+                before = self._db.total_changes
+                cur.executemany(
+                    "INSERT OR IGNORE INTO spans (trace_id, span_id, parent_span_id, session_id,"
+                    " name, start_ns, end_ns, is_llm, inserted_ns, record)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    rows,
+                )
+                inserted = self._db.total_changes - before
+                cur.executemany(
+                    "INSERT OR IGNORE INTO trace_sessions (trace_id, session_id) VALUES (?, ?)",
+                    links.items(),
+                )
+                cur.execute("COMMIT")
+                return inserted
+            except BaseException:
+                if self._db.in_transaction:
+                    cur.execute("ROLLBACK")
+                raise
+
+        with self._lock:
+            try:
+                inserted = self._retry(write)
+            except sqlite3.Error as exc:
+                raise StoreError(f"writing {len(rows)} spans to {self.path!r} failed: {exc}") from exc
+        self.duplicates += len(rows) - inserted
+        return inserted
+
+    # -- reading ----------------------------------------------------------------------
+
+    def _query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            try:
+                return self._retry(lambda: self._db.execute(sql, args).fetchall())
+            except sqlite3.Error as exc:
+                raise StoreError(f"reading {self.path!r} failed: {exc}") from exc
+
+    @staticmethod
+    def _records(rows: Iterable[tuple[Any, ...]]) -> list[SpanRecord]:
+        return [SpanRecord.from_dict(json.loads(row[0])) for row in rows]
+
+    def spans(
+        self,
+        *,
+        session_id: str | None = None,
+        trace_id: str | None = None,
+        since_ns: int | None = None,
+        until_ns: int | None = None,
+        limit: int | None = None,
+    ) -> list[SpanRecord]:
+        """Spans matching every filter given, ordered by start time.
+
+        ``session_id`` selects the whole episode: spans tagged with it plus every span of
+        the traces those spans belong to. ``trace:<id>`` selects one session-less trace.
+        """
+        where, args = [], []
+        if session_id is not None:
+            if session_id.startswith(TRACE_SESSION_PREFIX):
+                where.append("trace_id = ?")
+                args.append(session_id[len(TRACE_SESSION_PREFIX):])
+            else:
+                # Untagged spans follow their trace; spans tagged with another session
+                # in the same trace (many episodes under one caller span) stay out.
+                where.append(
+                    "(session_id = ? OR (session_id IS NULL AND trace_id IN"
+                    " (SELECT trace_id FROM trace_sessions WHERE session_id = ?)))"
+                )
+                args += [session_id, session_id]
+        if trace_id is not None:
+            where.append("trace_id = ?")
+            args.append(trace_id)
+        if since_ns is not None:
+            where.append("start_ns >= ?")
+            args.append(since_ns)
+        if until_ns is not None:
+            where.append("start_ns < ?")
+            args.append(until_ns)
+        sql = "SELECT record FROM spans"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY start_ns, span_id"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return self._records(self._query(sql, args))
+
+    def sessions(
+        self, *, since_ns: int | None = None, until_ns: int | None = None, limit: int | None = None
+    ) -> list[SessionSummary]:
+        """One summary per episode (session, or session-less trace), newest first."""
+        sql = """
+            SELECT COALESCE(s.session_id, ts.session_id, 'trace:' || s.trace_id) AS sid,
+                   COUNT(*), SUM(s.is_llm), MIN(s.start_ns), MAX(s.end_ns)
+            FROM spans s LEFT JOIN trace_sessions ts ON ts.trace_id = s.trace_id
+            GROUP BY sid"""
+        having, args = [], []
+        if since_ns is not None:
+            having.append("MIN(s.start_ns) >= ?")
+            args.append(since_ns)
+        if until_ns is not None:
+            having.append("MIN(s.start_ns) < ?")
+            args.append(until_ns)
+        if having:
+            sql += " HAVING " + " AND ".join(having)
+        sql += " ORDER BY MIN(s.start_ns) DESC"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return [SessionSummary(*row) for row in self._query(sql, args)]
+
+    def count(self) -> int:
+        return int(self._query("SELECT COUNT(*) FROM spans")[0][0])
+
+    def check(self) -> str:
+        """SQLite's own integrity check: 'ok' when the file is sound."""
+        return str(self._query("PRAGMA integrity_check")[0][0])
+
+    # -- export / import --------------------------------------------------------------
+
+    def iter_records(self, **filters: Any) -> Iterator[SpanRecord]:
+        yield from self.spans(**filters)
+
+    def export_jsonl(self, out: str | os.PathLike[str] | IO[str], **filters: Any) -> int:
+        """Write matching spans as JSON lines; return how many."""
+        records = self.spans(**filters)
+        if isinstance(out, (str, os.PathLike)):
+            with open(out, "w", encoding="utf-8") as fh:
+                fh.writelines(dumps_jsonl(records))
+        else:
+            out.writelines(dumps_jsonl(records))
+        return len(records)
+
+    def import_jsonl(self, src: str | os.PathLike[str] | IO[str], batch: int = 5000) -> int:
+        """Add spans from JSON lines. The file is validated whole before anything is stored."""
+        if isinstance(src, (str, os.PathLike)):
+            with open(src, encoding="utf-8") as fh:
+                records = list(read_jsonl(fh))
+        else:
+            records = list(read_jsonl(src))
+        return sum(self.add(records[i : i + batch]) for i in range(0, len(records), batch))
+
+    def export_parquet(self, path: str | os.PathLike[str], **filters: Any) -> int:
+        pa, pq = _pyarrow()
+        records = self.spans(**filters)
+        table = pa.table(
+            {
+                "trace_id": [r.trace_id for r in records],
+                "span_id": [r.span_id for r in records],
+                "parent_span_id": [r.parent_span_id for r in records],
+                "session_id": [r.session_id for r in records],
+                "name": [r.name for r in records],
+                "start_ns": pa.array([r.start_ns for r in records], pa.int64()),
+                "end_ns": pa.array([r.end_ns for r in records], pa.int64()),
+                "record": [json.dumps(r.to_dict(), separators=(",", ":")) for r in records],
+            }
+        )
+        pq.write_table(table, str(path))
+        return len(records)
+
+    def import_parquet(self, path: str | os.PathLike[str]) -> int:
+        _, pq = _pyarrow()
+        column = pq.read_table(str(path), columns=["record"]).column("record").to_pylist()
+        return self.import_jsonl(iter(column))
+
+
+def _pyarrow() -> tuple[Any, Any]:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise MissingDependencyError("pyarrow", "parquet", "Parquet export/import") from exc
+    return pa, pq
+
+
+class StoreExporter(SpanExporter):
+    """An OpenTelemetry ``SpanExporter`` writing to a :class:`SpanStore`.
+
+    ``provider.add_span_processor(BatchSpanProcessor(StoreExporter(store)))``. It never
+    raises into the SDK: a failed write is logged and reported as FAILURE.
+    """
+
+    def __init__(self, store: SpanStore):
+        self.store = store
+
+    def export(self, spans: Sequence[Any]) -> SpanExportResult:
+        try:
+            self.store.add(from_readable_span(s) for s in spans)
+        except Exception:  # the SDK's worker thread must survive a full disk
+            log.exception("tracerl: could not write %d spans to %s", len(spans), self.store.path)
+            return SpanExportResult.FAILURE
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+

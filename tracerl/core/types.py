@@ -1,0 +1,190 @@
+"""The training data model: Task -> Episode -> Trajectory -> Step, plus TrajectoryGroup.
+
+One LLM call is a :class:`Step`. The steps one agent took in one episode form a
+:class:`Trajectory`, which also holds the token-level :class:`TokenSequence` objects the
+trainer consumes (token-in/token-out: consecutive calls whose prompt extends the previous
+prompt+response merge into one sequence). An :class:`Episode` is one run of an agent
+system on one :class:`Task` (one session). A :class:`TrajectoryGroup` holds the
+trajectories of one task and one agent name across episodes: the unit of advantage.
+
+Every model round-trips exactly through JSON (``Episode.model_validate_json(
+e.model_dump_json()) == e``); non-finite floats (a ``-inf`` logprob) are written as
+``Infinity``/``NaN`` constants so they survive the trip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants", validate_assignment=False)
+
+
+class TerminationReason(str, Enum):
+    """Why an episode ended. Anything but SUCCESS/TRUNCATED/MAX_TURNS is usually left out of
+    the update, but the episode is always kept (ARCHITECTURE: nothing crashes the trainer)."""
+
+    SUCCESS = "success"
+    TRUNCATED = "truncated"  # the last model response hit max_tokens / the context limit
+    MAX_TURNS = "max_turns"
+    TIMEOUT = "timeout"
+    ERROR = "error"  # the agent raised
+    CANCELLED = "cancelled"
+    NO_LLM_CALLS = "no_llm_calls"
+    MISSING_TOKEN_IDS = "missing_token_ids"  # some step has no token ids (no gateway span)
+
+
+class Task(_Model):
+    """One problem instance. ``data`` is the raw row (question, tests, ...)."""
+
+    id: str
+    data: dict[str, Any] = Field(default_factory=dict)
+    answer: Any = None
+    dataset: str | None = None
+    split: str | None = None
+
+
+class ToolCall(_Model):
+    """An OpenAI-style function call requested by the model. ``arguments`` is the raw JSON text."""
+
+    id: str | None = None
+    name: str
+    arguments: str = "{}"
+
+
+class Message(_Model):
+    """One chat message in OpenAI shape (content is plain text; multi-part text is joined)."""
+
+    role: str
+    content: str | None = None
+    name: str | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_call_id: str | None = None
+    reasoning: str | None = None
+
+
+class Step(_Model):
+    """One LLM call: what went in, what came out, and the exact tokens when a gateway saw it."""
+
+    id: str = Field(description="span id of the span the step was built from (gateway first)")
+    trace_id: str | None = None
+    sequence: int | None = Field(None, description="per-session call number assigned by the gateway")
+    input_messages: list[Message] = Field(default_factory=list)
+    output_message: Message | None = None
+    tools: list[dict[str, Any]] = Field(default_factory=list, description="tool definitions offered")
+    prompt_ids: list[int] | None = None
+    response_ids: list[int] | None = None
+    response_logprobs: list[float] | None = None
+    finish_reason: str | None = None
+    model: str | None = None
+    weight_version: int | None = None
+    start_time_ns: int = 0
+    latency_s: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    reward: float | None = Field(None, description="per-step reward, if one was emitted after it")
+    retokenized: bool = Field(False, description="token ids came from re-tokenizing text, not a gateway")
+    metadata: dict[str, Any] = Field(
+        default_factory=dict,
+        description="attribution: agent, node, node_step, tool_names, dialect, span ids",
+    )
+
+    @property
+    def has_tokens(self) -> bool:
+        return self.prompt_ids is not None and self.response_ids is not None
+
+    @property
+    def agent(self) -> str | None:
+        return self.metadata.get("agent")
+
+
+class TokenSequence(_Model):
+    """One training sequence: prompt and response tokens of one or more merged steps.
+
+    ``mask[i] == 1`` exactly where token i was sampled by the model; ``logprobs[i]`` is the
+    sampling logprob there and 0.0 elsewhere (None when some step had no logprobs).
+    ``step_indices[k]`` is the index in ``Trajectory.steps`` of the k-th merged step, and
+    ``response_spans[k] = (start, end)`` its response tokens ``token_ids[start:end]``.
+    """
+
+    token_ids: list[int]
+    mask: list[int]
+    logprobs: list[float] | None = None
+    step_indices: list[int] = Field(default_factory=list)
+    response_spans: list[tuple[int, int]] = Field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.token_ids)
+
+
+class Trajectory(_Model):
+    """The ordered steps of one agent (by name) in one episode, and their training sequences."""
+
+    name: str = "main"
+    steps: list[Step] = Field(default_factory=list)
+    sequences: list[TokenSequence] = Field(default_factory=list)
+    reward: float | None = None
+    prefix_breaks: int = Field(0, description="times a prompt did not extend the previous sequence")
+
+
+class Episode(_Model):
+    """One run of an agent system on one task: the session's trajectories and its outcome."""
+
+    id: str
+    task: Task | None = None
+    trajectories: list[Trajectory] = Field(default_factory=list)
+    reward: float | None = None
+    rewards: dict[str, float] = Field(default_factory=dict, description="all named final rewards")
+    is_correct: bool | None = None
+    termination_reason: TerminationReason = TerminationReason.SUCCESS
+    error: str | None = None
+    trace_ids: list[str] = Field(default_factory=list)
+    metrics: dict[str, float] = Field(default_factory=dict)
+
+    @property
+    def steps(self) -> list[Step]:
+        """All steps of all trajectories, in call order."""
+        out = [s for t in self.trajectories for s in t.steps]
+        out.sort(key=lambda s: (s.sequence is None, s.sequence or 0, s.start_time_ns))
+        return out
+
+    def trajectory(self, name: str) -> Trajectory | None:
+        return next((t for t in self.trajectories if t.name == name), None)
+
+
+class TrajectoryGroup(_Model):
+    """The trajectories of one task and one agent name across episodes: the unit of advantage."""
+
+    task_id: str
+    name: str
+    trajectories: list[Trajectory] = Field(default_factory=list)
+    episode_ids: list[str] = Field(default_factory=list)
+
+    @property
+    def rewards(self) -> list[float | None]:
+        return [t.reward for t in self.trajectories]
+
+
+def group_trajectories(
+    episodes: Iterable[Episode], *, by: Literal["task", "episode"] = "task"
+) -> list[TrajectoryGroup]:
+    """Group trajectories by (task id, agent name), in first-seen order.
+
+    Episodes without a task are grouped by their own id (``by="episode"`` forces that).
+    """
+    groups: dict[tuple[str, str], TrajectoryGroup] = {}
+    for ep in episodes:
+        key_task = ep.task.id if (by == "task" and ep.task is not None) else ep.id
+        for traj in ep.trajectories:
+            key = (key_task, traj.name)
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = TrajectoryGroup(task_id=key_task, name=traj.name)
+            group.trajectories.append(traj)
+            group.episode_ids.append(ep.id)
+    return list(groups.values())
