@@ -39,7 +39,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from . import semconv as sc
 from .convert import episode_from_spans
 from .errors import ConfigError
-from .otel import Tracing, get_tracer, setup_tracing, tracing_state
+from .otel import Tracing, get_tracer, setup_tracing
+from .store import SpanStore, default_store_path
 from .types import Episode, Task, TerminationReason
 
 log = logging.getLogger(__name__)
@@ -116,10 +117,20 @@ class Session:
     @property
     def tracing(self) -> Tracing:
         if self._tracing is None:
-            self._tracing = tracing_state() or setup_tracing(
-                self.settings.store, otlp_endpoint=self.settings.otlp_endpoint
-            )
+            self._tracing = setup_tracing(self.settings.store, otlp_endpoint=self.settings.otlp_endpoint)
         return self._tracing
+
+    def _store(self) -> SpanStore:
+        stores = self.tracing.stores
+        path = self.settings.store or str(default_store_path())
+        store = stores.get(path) or next(iter(stores.values()), None)
+        if store is None:
+            raise ConfigError(
+                f"episode {self.episode_id}: its tracing has no span store to read the episode from; "
+                "pass a Tracing set up with a store",
+                episode_id=self.episode_id,
+            )
+        return store
 
     def config(self) -> RolloutConfig:
         sampling: dict[str, Any] = {"temperature": self.settings.temperature, "top_p": self.settings.top_p}
@@ -176,11 +187,8 @@ class Session:
 
     def episode(self) -> Episode:
         """Flush spans and build the Episode from the store (call after the block ends)."""
-        tracing = self.tracing
-        tracing.flush()
-        store = next(iter(tracing.stores.values()), None)
-        if store is None:
-            raise ConfigError("this session's tracing has no span store to read the episode from")
+        self.tracing.flush()
+        store = self._store()
         ep = episode_from_spans(store.spans(session_id=self.episode_id), episode_id=self.episode_id, task=self.task)
         if self.termination_reason is not None and self.termination_reason is not TerminationReason.SUCCESS:
             ep.termination_reason = self.termination_reason
