@@ -42,7 +42,36 @@ _EXPORTS: dict[str, str] = {
     "setup_tracing": "tracerl.core.otel",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "ConfigError",
+    "Episode",
+    "Message",
+    "MissingDependencyError",
+    "RolloutConfig",
+    "RolloutSettings",
+    "Session",
+    "SpanDecodeError",
+    "SpanRecord",
+    "SpanStore",
+    "Step",
+    "StoreError",
+    "StoreExporter",
+    "Task",
+    "TerminationReason",
+    "TokenSequence",
+    "ToolCall",
+    "TracerlError",
+    "Trajectory",
+    "TrajectoryGroup",
+    "decode_otlp",
+    "emit_reward",
+    "episode_from_spans",
+    "episodes_from_store",
+    "group_trajectories",
+    "rollout",
+    "session",
+    "setup_tracing",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -68,7 +97,14 @@ if TYPE_CHECKING:  # pragma: no cover
         TracerlError,
     )
     from tracerl.core.otel import setup_tracing
-    from tracerl.core.rollout import RolloutConfig, RolloutSettings, Session, emit_reward, rollout, session
+    from tracerl.core.rollout import (
+        RolloutConfig,
+        RolloutSettings,
+        Session,
+        emit_reward,
+        rollout,
+        session,
+    )
     from tracerl.core.spans import SpanRecord, decode_otlp
     from tracerl.core.store import SpanStore, StoreExporter
     from tracerl.core.types import (

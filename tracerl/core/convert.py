@@ -153,7 +153,7 @@ def _join(
             metrics["convert/joined_by_response_id"] += 1
     rest_g = [g for g in gateway if id(g) not in pairs]
     rest_f = sorted((f for k, f in framework.items() if k not in used), key=lambda f: f.span.start_ns)
-    for g, f in zip(rest_g, rest_f):
+    for g, f in zip(rest_g, rest_f, strict=False):
         if _same_call(f, g):
             pairs[id(g)] = f
             used.add((f.span.trace_id, f.span.span_id))

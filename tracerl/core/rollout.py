@@ -44,6 +44,9 @@ from .store import SpanStore, default_store_path
 from .types import Episode, Task, TerminationReason
 
 log = logging.getLogger(__name__)
+# The innermost open session of this context (thread / asyncio task), so emit_reward uses
+# the session's tracer provider even when it is not the global one.
+_current: contextvars.ContextVar[Session | None] = contextvars.ContextVar("tracerl_session", default=None)
 
 
 class RolloutSettings(BaseModel):
@@ -107,6 +110,7 @@ class Session:
         self._tracing = tracing
         self._span: trace.Span | None = None
         self._token: object | None = None
+        self._session_token: contextvars.Token[Session | None] | None = None
         self.termination_reason: TerminationReason | None = None
         self.error: str | None = None
 
@@ -156,6 +160,7 @@ class Session:
             "tracerl.episode", context=ctx, attributes=attrs
         )
         self._token = context.attach(trace.set_span_in_context(self._span, ctx))
+        self._session_token = _current.set(self)
         return self
 
     def end(self, reason: TerminationReason, error: str | None = None) -> None:
@@ -176,6 +181,8 @@ class Session:
             span.end()
         if self._token is not None:
             context.detach(self._token)  # type: ignore[arg-type]
+            if self._session_token is not None:
+                _current.reset(self._session_token)
             self._token = None
         return False
 
@@ -245,10 +252,15 @@ def emit_reward(
         attrs[sc.REWARD_AGENT] = agent
     if is_correct is not None:
         attrs[sc.REWARD_IS_CORRECT] = bool(is_correct)
-    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
-        log.warning("tracerl.emit_reward: no tracing is set up, so the reward goes nowhere; "
-                    "call it inside tracerl.session() or after tracerl.setup_tracing()")
-    with get_tracer().start_as_current_span("tracerl.reward", attributes=attrs):
+    sess = _current.get()
+    if sess is not None:
+        tracer = sess.tracing.tracer()
+    else:
+        if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+            log.warning("tracerl.emit_reward: no tracing is set up, so the reward goes nowhere; "
+                        "call it inside tracerl.session() or after tracerl.setup_tracing()")
+        tracer = get_tracer()
+    with tracer.start_as_current_span("tracerl.reward", attributes=attrs):
         pass
 
 
@@ -279,20 +291,25 @@ class RolloutFunction:
         self.timeout_s = timeout_s
         self.is_async = inspect.iscoroutinefunction(fn)
 
-    def _session(self, task: Any, settings: RolloutSettings | None, episode_id: str | None) -> Session:
+    def _session(self, task: Any, settings: RolloutSettings | None, episode_id: str | None,
+                 tracing: Tracing | None) -> Session:
         if not isinstance(task, Task):
             task = Task.model_validate(task) if isinstance(task, dict) and "id" in task else Task(
                 id=uuid.uuid4().hex[:12], data=task if isinstance(task, dict) else {"input": task}
             )
-        return Session(episode_id, task, settings=settings)
+        return Session(episode_id, task, settings=settings, tracing=tracing)
 
     def _timeout(self, settings: RolloutSettings | None) -> float | None:
         return settings.timeout_s if settings is not None and settings.timeout_s else self.timeout_s
 
-    def __call__(self, task: Any, settings: RolloutSettings | None = None, *, episode_id: str | None = None) -> Any:
+    def __call__(
+        self, task: Any, settings: RolloutSettings | None = None, *,
+        episode_id: str | None = None, tracing: Tracing | None = None,
+    ) -> Any:
+        """Run one episode; returns an Episode (a coroutine of one for an async function)."""
         if self.is_async:
-            return self.acall(task, settings, episode_id=episode_id)
-        sess = self._session(task, settings, episode_id)
+            return self.acall(task, settings, episode_id=episode_id, tracing=tracing)
+        sess = self._session(task, settings, episode_id, tracing)
         returned: Episode | None = None
         timeout = self._timeout(settings)
         try:
@@ -314,8 +331,11 @@ class RolloutFunction:
             log.warning("rollout %s ended with %s: %s", sess.episode_id, type(exc).__name__, exc)
         return returned if returned is not None else sess.episode()
 
-    async def acall(self, task: Any, settings: RolloutSettings | None = None, *, episode_id: str | None = None) -> Episode:
-        sess = self._session(task, settings, episode_id)
+    async def acall(
+        self, task: Any, settings: RolloutSettings | None = None, *,
+        episode_id: str | None = None, tracing: Tracing | None = None,
+    ) -> Episode:
+        sess = self._session(task, settings, episode_id, tracing)
         returned: Episode | None = None
         try:
             async with sess:

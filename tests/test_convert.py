@@ -1,0 +1,220 @@
+"""The converter: spans -> Episode, on hand-made spans covering joins, order, masks, rewards."""
+
+from __future__ import annotations
+
+import json
+import random
+
+from spanfactory import (
+    TOK,
+    agent_span,
+    framework_llm_span,
+    gateway_span,
+    reward_span,
+    span,
+)
+
+from tracerl.core.convert import episode_from_spans, split_sessions
+from tracerl.core.types import Episode, TerminationReason, group_trajectories
+from tracerl.testing import IM_END
+
+MIN = 60 * 10**9
+
+
+def _three_turn_conversation(session: str = "ep", skew: int = 0) -> tuple[list, list[str]]:
+    """user -> assistant(tool call text) -> tool -> assistant -> user -> assistant."""
+    replies = ["call calc(2+3)", "it is 5", "yes, 5"]
+    history = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "2+3?"}]
+    spans, t = [], 1_000
+    for i, reply in enumerate(replies):
+        spans.append(gateway_span(list(history), reply, seq=i, start=t + skew, session=session))
+        history.append({"role": "assistant", "content": reply})
+        history.append({"role": "tool" if i == 0 else "user", "content": "5" if i == 0 else "sure?"})
+        t += 1_000
+    return spans, replies
+
+
+def test_three_turn_conversation_is_one_sequence_masked_on_model_tokens():
+    spans, replies = _three_turn_conversation()
+    ep = episode_from_spans(spans)
+    assert ep.id == "ep" and ep.termination_reason is TerminationReason.SUCCESS
+    (traj,) = ep.trajectories
+    assert [s.sequence for s in traj.steps] == [0, 1, 2]
+    (seq,) = traj.sequences
+    assert traj.prefix_breaks == 0 and ep.metrics["convert/prefix_breaks"] == 0
+    # The sequence is exactly the last prompt plus the last response.
+    last = traj.steps[-1]
+    assert seq.token_ids == last.prompt_ids + last.response_ids
+    model_tokens = [t for t, m in zip(seq.token_ids, seq.mask) if m == 1]
+    assert model_tokens == [tok for r in replies for tok in [*TOK.encode(r), IM_END]]
+    for (start, end), step in zip(seq.response_spans, traj.steps):
+        assert seq.token_ids[start:end] == step.response_ids
+        assert all(m == 1 for m in seq.mask[start:end])
+    assert sum(seq.mask) == sum(len(s.response_ids) for s in traj.steps)
+    assert seq.logprobs is not None
+    assert [lp for lp, m in zip(seq.logprobs, seq.mask) if m] == [-0.5] * sum(seq.mask)
+    assert all(lp == 0.0 for lp, m in zip(seq.logprobs, seq.mask) if not m)
+
+
+def test_edited_history_breaks_the_sequence_once():
+    history = [{"role": "user", "content": "solve x"}]
+    first = gateway_span(history, "draft answer", seq=0, start=100)
+    # The agent rewrote its history (summarised the draft) before the second call.
+    edited = [{"role": "user", "content": "solve x"}, {"role": "assistant", "content": "(summary)"},
+              {"role": "user", "content": "improve"}]
+    second = gateway_span(edited, "final answer", seq=1, start=200)
+    ep = episode_from_spans([first, second])
+    (traj,) = ep.trajectories
+    assert len(traj.sequences) == 2 and traj.prefix_breaks == 1
+    assert ep.metrics["convert/prefix_breaks"] == 1
+    assert traj.sequences[1].token_ids == second.attributes["tracerl.llm.prompt_token_ids"] + \
+        second.attributes["tracerl.llm.response_token_ids"]
+
+
+def test_join_by_parent_gives_framework_attribution_and_gateway_tokens():
+    agent = agent_span("solver", 0, 10_000)
+    fw = framework_llm_span("42", 100, parent=agent.span_id)
+    gw = gateway_span([{"role": "user", "content": "q"}], "42", seq=0, start=150, parent=fw.span_id)
+    ep = episode_from_spans([agent, fw, gw])
+    (step,) = ep.steps
+    assert step.metadata["agent"] == "solver"
+    assert step.metadata["framework_span_id"] == fw.span_id
+    assert step.metadata["gateway_span_id"] == gw.span_id
+    assert step.prompt_ids == gw.attributes["tracerl.llm.prompt_token_ids"]
+    assert ep.metrics["convert/joined_by_parent"] == 1
+    assert [t.name for t in ep.trajectories] == ["solver"]
+
+
+def test_join_by_response_id_when_no_parent_link():
+    fw1 = framework_llm_span("a", 100, response_id="chatcmpl-2", node="judge")
+    fw2 = framework_llm_span("b", 300, response_id="chatcmpl-1", node="solver")
+    gw1 = gateway_span([{"role": "user", "content": "q"}], "b", seq=0, start=50, response_id="chatcmpl-1")
+    gw2 = gateway_span([{"role": "user", "content": "q"}], "a", seq=1, start=60, response_id="chatcmpl-2")
+    ep = episode_from_spans([fw1, fw2, gw1, gw2])
+    assert ep.metrics["convert/joined_by_response_id"] == 2
+    by_seq = {s.sequence: s for s in ep.steps}
+    assert by_seq[0].metadata["node"] == "solver" and by_seq[1].metadata["node"] == "judge"
+    assert {t.name for t in ep.trajectories} == {"solver", "judge"}
+
+
+def test_join_by_order_as_last_resort_and_refuses_mismatched_output():
+    fws = [framework_llm_span(r, 100 * i, node="agent") for i, r in enumerate(["one", "two"])]
+    gws = [gateway_span([{"role": "user", "content": "q"}], r, seq=i, start=5 + i) for i, r in enumerate(["one", "two"])]
+    ep = episode_from_spans(fws + gws)
+    assert ep.metrics["convert/joined_by_order"] == 2
+    assert [s.metadata.get("framework_span_id") for s in ep.steps] == [f.span_id for f in fws]
+
+    wrong = [framework_llm_span("something else", 0, node="agent")]
+    ep = episode_from_spans(wrong + gws[:1])
+    assert ep.metrics.get("convert/joined_by_order", 0) == 0
+    assert ep.metrics["convert/unjoined_framework_calls"] == 1
+    assert ep.termination_reason is TerminationReason.MISSING_TOKEN_IDS
+
+
+def test_orphan_is_reattached_by_time_and_keeps_its_agent():
+    agent = agent_span("planner", 0, 10_000)
+    lost_parent = "f" * 16  # a chain span that never arrived
+    fw = framework_llm_span("ok", 500, parent=lost_parent)
+    gw = gateway_span([{"role": "user", "content": "q"}], "ok", seq=0, start=510, parent=fw.span_id)
+    ep = episode_from_spans([agent, fw, gw])
+    assert ep.metrics["convert/orphans_reattached"] == 1
+    assert ep.steps[0].metadata["agent"] == "planner"
+
+
+def test_duplicates_and_arrival_order_do_not_change_the_episode():
+    spans, _ = _three_turn_conversation()
+    spans.append(reward_span(1.0, 10_000))
+    expected = episode_from_spans(spans)
+    shuffled = spans + spans[:2]
+    random.Random(0).shuffle(shuffled)
+    got = episode_from_spans(shuffled)
+    assert got.metrics["convert/duplicate_spans"] == 2
+    got.metrics.pop("convert/duplicate_spans")
+    expected.metrics.pop("convert/duplicate_spans")
+    assert got == expected
+
+
+def test_gateway_clock_skew_of_minutes_keeps_order_and_step_rewards():
+    # The gateway's clock runs 5 minutes behind the agent's; order is the sequence number and
+    # per-step rewards follow the framework spans, which share the agent's clock.
+    agent = agent_span("solver", 0, 100_000)
+    spans, steps = [agent], []
+    for i in range(3):
+        fw = framework_llm_span(f"r{i}", 10_000 * (i + 1), parent=agent.span_id)
+        gw = gateway_span([{"role": "user", "content": f"q{i}"}], f"r{i}", seq=i,
+                          start=10_000 * (3 - i) - 5 * MIN, parent=fw.span_id)
+        spans += [fw, gw]
+        steps.append(fw)
+    spans.append(reward_span(0.25, 10_000 * 2 + 500, step=True))  # after the second call
+    ep = episode_from_spans(spans)
+    assert [s.sequence for s in ep.steps] == [0, 1, 2]
+    assert [s.reward for s in ep.steps] == [None, 0.25, None]
+
+
+def test_final_and_per_agent_rewards():
+    judge = agent_span("judge", 5_000, 9_000)
+    solver = agent_span("solver", 0, 4_000)
+    spans = [
+        solver, judge,
+        gateway_span([{"role": "user", "content": "q"}], "7", seq=0, start=100, parent=solver.span_id),
+        gateway_span([{"role": "user", "content": "is 7 right?"}], "yes", seq=1, start=6_000, parent=judge.span_id),
+        reward_span(1.0, 9_500),
+        reward_span(0.5, 9_600, agent="judge"),
+        reward_span(0.1, 9_700, name="format"),
+    ]
+    ep = episode_from_spans(spans)
+    assert ep.reward == 1.0 and ep.rewards == {"reward": 1.0, "format": 0.1}
+    assert ep.trajectory("solver").reward == 1.0
+    assert ep.trajectory("judge").reward == 0.5
+
+
+def test_termination_reasons_from_content():
+    assert episode_from_spans([reward_span(1.0, 0)]).termination_reason is TerminationReason.NO_LLM_CALLS
+    fw_only = episode_from_spans([framework_llm_span("x", 0)])
+    assert fw_only.termination_reason is TerminationReason.MISSING_TOKEN_IDS
+    assert fw_only.steps[0].prompt_ids is None and fw_only.trajectories[0].sequences == []
+    cut = gateway_span([{"role": "user", "content": "q"}], "aaaa", seq=0, start=0, finish="length")
+    assert episode_from_spans([cut]).termination_reason is TerminationReason.TRUNCATED
+
+
+def test_episode_span_carries_task_and_failure():
+    root = span("tracerl.episode", 0, 100, {
+        "tracerl.span.type": "episode", "tracerl.session.id": "ep", "tracerl.task.id": "t-1",
+        "tracerl.task.json": json.dumps({"id": "t-1", "data": {"q": "2+2"}, "answer": 4}),
+        "tracerl.episode.termination_reason": "timeout", "tracerl.episode.error": "TimeoutError: 60s",
+    })
+    gw = gateway_span([{"role": "user", "content": "2+2"}], "4", seq=0, start=10, parent=root.span_id)
+    ep = episode_from_spans([root, gw])
+    assert ep.task is not None and ep.task.id == "t-1" and ep.task.answer == 4
+    assert ep.termination_reason is TerminationReason.TIMEOUT and "60s" in ep.error
+
+
+def test_megabyte_attribute_values_convert():
+    big = "x" * 1_500_000
+    gw = gateway_span([{"role": "user", "content": big}], "ok", seq=0, start=0)
+    ep = episode_from_spans([gw])
+    assert ep.steps[0].input_messages[0].content == big
+    assert len(ep.trajectories[0].sequences[0]) > 1_500_000
+
+
+def test_episode_json_round_trip_is_exact_including_non_finite_logprobs():
+    spans, _ = _three_turn_conversation()
+    spans.append(reward_span(0.75, 5_000, step=True))
+    ep = episode_from_spans(spans)
+    ep.trajectories[0].steps[0].response_logprobs[0] = float("-inf")
+    ep.trajectories[0].sequences[0].logprobs[-1] = float("-inf")
+    again = Episode.model_validate_json(ep.model_dump_json())
+    assert again == ep
+    assert again.model_dump_json() == ep.model_dump_json()
+
+
+def test_split_sessions_and_groups():
+    a, _ = _three_turn_conversation(session="a")
+    b = [gateway_span([{"role": "user", "content": "q"}], "r", seq=0, start=0, session="b", trace="cd" * 16)]
+    groups = split_sessions(a + b)
+    assert set(groups) == {"a", "b"} and len(groups["a"]) == 3
+    episodes = [episode_from_spans(v, episode_id=k) for k, v in groups.items()]
+    for ep in episodes:
+        ep.task = None
+    grouped = group_trajectories(episodes)
+    assert [(g.task_id, g.name, len(g.trajectories)) for g in grouped] == [("a", "main", 1), ("b", "main", 1)]

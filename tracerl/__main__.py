@@ -1,0 +1,5 @@
+import sys
+
+from tracerl.cli.main import main
+
+sys.exit(main())

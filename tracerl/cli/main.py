@@ -1,0 +1,47 @@
+"""The ``tracerl`` command. Commands stay thin: parse, call a library function, print."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from tracerl.cli import traces
+
+app = typer.Typer(
+    help=(
+        "tracerl: train LLM agents with reinforcement learning from their OpenTelemetry traces.\n\n"
+        "Instrument an agent (any framework), let its LLM calls become spans in a span store, "
+        "turn the spans into episodes, and train on them."
+    ),
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(traces.app, name="traces")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: a TracerlError becomes one readable line on stderr and exit code 1."""
+    from tracerl.core.errors import TracerlError
+
+    try:
+        app(args=argv, standalone_mode=False)
+    except TracerlError as exc:
+        print(f"tracerl: error: {exc}", file=sys.stderr)
+        return 1
+    except typer.Abort:
+        return 130
+    except SystemExit as exc:  # --help and friends
+        return int(exc.code or 0)
+    except Exception as exc:  # click's usage errors arrive here in non-standalone mode
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            return exc.exit_code
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

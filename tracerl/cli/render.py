@@ -1,0 +1,83 @@
+"""Rich renderings of episodes and span trees for the terminal."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+from rich.tree import Tree
+
+from tracerl.core import semconv as sc
+from tracerl.core.spans import SpanRecord
+from tracerl.core.types import Episode, Step
+
+
+def _preview(text: str | None, width: int = 70) -> str:
+    text = " ".join((text or "").split())
+    return escape(text if len(text) <= width else text[: width - 1] + "…")
+
+
+def _step_label(step: Step) -> str:
+    seq = "-" if step.sequence is None else str(step.sequence)
+    out = step.output_message
+    said = _preview(out.content) if out and out.content else ""
+    if out and out.tool_calls:
+        said += " " + ", ".join(f"[cyan]{escape(tc.name)}({_preview(tc.arguments, 30)})[/]" for tc in out.tool_calls)
+    tokens = (
+        f"{len(step.prompt_ids or [])}+{len(step.response_ids or [])} tok"
+        if step.has_tokens else "[yellow]no token ids[/]"
+    )
+    reward = f" reward={step.reward:g}" if step.reward is not None else ""
+    node = f" node={escape(step.metadata['node'])}" if step.metadata.get("node") else ""
+    return f"#{seq} {tokens} {step.finish_reason or ''}{reward}{node}  {said}"
+
+
+def episode_tree(ep: Episode) -> Tree:
+    reward = "-" if ep.reward is None else f"{ep.reward:g}"
+    head = (f"[bold]episode {escape(ep.id)}[/]  {ep.termination_reason.value}  reward={reward}"
+            + (f"  correct={ep.is_correct}" if ep.is_correct is not None else ""))
+    tree = Tree(head)
+    if ep.task is not None:
+        tree.add(f"task {escape(ep.task.id)}: {_preview(str(ep.task.data), 90)}")
+    if ep.error:
+        tree.add(f"[red]error: {escape(ep.error)}[/]")
+    for traj in ep.trajectories:
+        masked = sum(sum(s.mask) for s in traj.sequences)
+        total = sum(len(s) for s in traj.sequences)
+        branch = tree.add(
+            f"[bold]{escape(traj.name)}[/]  {len(traj.steps)} steps, {len(traj.sequences)} sequences "
+            f"({masked}/{total} model tokens), prefix breaks={traj.prefix_breaks}, "
+            f"reward={'-' if traj.reward is None else f'{traj.reward:g}'}"
+        )
+        for step in traj.steps:
+            branch.add(_step_label(step))
+    return tree
+
+
+def _span_label(s: SpanRecord) -> str:
+    a = s.attributes
+    kind = a.get(sc.SPAN_TYPE) or a.get("gen_ai.operation.name") or a.get("openinference.span.kind") or ""
+    extra = ""
+    if sc.is_reward_span(a):
+        extra = f" {a.get(sc.REWARD_NAME)}={a.get(sc.REWARD_VALUE)}"
+    elif sc.PROMPT_IDS in a:
+        extra = f" seq={a.get(sc.SEQUENCE)}"
+    status = " [red]ERROR[/]" if s.status_code == "ERROR" else ""
+    return f"{escape(s.name)} [dim]{escape(str(kind))} {s.duration_s * 1000:.1f}ms{extra}[/]{status}"
+
+
+def span_tree(records: list[SpanRecord]) -> Tree:
+    """Spans nested by parent id; spans whose parent is missing hang off the root."""
+    ids = {(r.trace_id, r.span_id) for r in records}
+    children: dict[tuple[str, str] | None, list[SpanRecord]] = {}
+    for r in records:
+        parent = (r.trace_id, r.parent_span_id) if r.parent_span_id else None
+        children.setdefault(parent if parent in ids else None, []).append(r)
+    root = Tree(f"[bold]spans[/] ({len(records)})")
+
+    def add(node: Tree, key: tuple[str, str] | None, depth: int) -> None:
+        for r in sorted(children.get(key, []), key=lambda r: r.start_ns):
+            child = node.add(_span_label(r))
+            if depth < 50:
+                add(child, (r.trace_id, r.span_id), depth + 1)
+
+    add(root, None, 0)
+    return root

@@ -1,0 +1,130 @@
+"""``tracerl traces``: list, show, export and import the spans in a span store."""
+
+from __future__ import annotations
+
+import re
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.tree import Tree
+
+from tracerl.core.errors import ConfigError
+from tracerl.core.store import SpanStore
+
+app = typer.Typer(help="Inspect, export and import stored traces (one episode per session).", no_args_is_help=True)
+console = Console()
+
+DbOption = Annotated[
+    Path | None, typer.Option("--db", help="span store file (default: $TRACERL_HOME/traces.db)")
+]
+SinceOption = Annotated[
+    str | None, typer.Option("--since", help="only episodes started in the last 30s/15m/2h/7d")
+]
+
+
+def parse_since(text: str | None) -> int | None:
+    """'15m' -> the epoch-ns start of the last 15 minutes."""
+    if text is None:
+        return None
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*", text)
+    if match is None:
+        raise ConfigError(f"--since {text!r}: use a number and a unit s, m, h or d, e.g. 15m")
+    seconds = float(match[1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match[2]]
+    return time.time_ns() - int(seconds * 1e9)
+
+
+def _open(db: Path | None, must_exist: bool = True) -> SpanStore:
+    if db is not None and must_exist and not db.exists():
+        raise ConfigError(f"no span store at {db}; check --db (the default is $TRACERL_HOME/traces.db)")
+    return SpanStore(db)
+
+
+def _when(ns: int) -> str:
+    return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+@app.command("list")
+def list_(db: DbOption = None, since: SinceOption = None, limit: int = typer.Option(20, min=1)) -> None:
+    """List stored episodes, newest first."""
+    with _open(db) as store:
+        rows = store.sessions(since_ns=parse_since(since), limit=limit)
+        table = Table("spans", "llm calls", "started (UTC)", "duration")
+        table.add_column("episode", no_wrap=True)
+        for r in rows:
+            table.add_row(str(r.spans), str(r.llm_calls), _when(r.start_ns),
+                          f"{max(0, r.end_ns - r.start_ns) / 1e9:.2f}s", r.session_id)
+        console.print(table if rows else f"no episodes in {store.path}")
+
+
+@app.command()
+def show(
+    episode: Annotated[str, typer.Argument(help="episode (session) id, as `traces list` prints it")],
+    db: DbOption = None,
+    spans: bool = typer.Option(True, "--spans/--no-spans", help="also print the raw span tree"),
+) -> None:
+    """Print one episode as a readable tree: trajectories, steps, rewards, and its spans."""
+    from tracerl.cli.render import episode_tree, span_tree
+    from tracerl.core.convert import episode_from_spans
+
+    with _open(db) as store:
+        records = store.spans(session_id=episode)
+        if not records:
+            raise ConfigError(f"no spans for episode {episode!r} in {store.path}; see `tracerl traces list`")
+        console.print(episode_tree(episode_from_spans(records, episode_id=episode)))
+        if spans:
+            tree: Tree = span_tree(records)
+            console.print(tree)
+
+
+@app.command("export")
+def export(
+    out: Annotated[Path, typer.Argument(help="output file: .jsonl, or .parquet (needs pyarrow)")],
+    db: DbOption = None,
+    episode: Annotated[list[str] | None, typer.Option("--episode", help="only these episodes")] = None,
+    since: SinceOption = None,
+) -> None:
+    """Export spans to JSON lines or Parquet, to train on later or move to another store."""
+    since_ns = parse_since(since)
+    with _open(db) as store:
+        ids = episode or [None]
+        parquet = out.suffix == ".parquet"
+        if parquet and len(ids) > 1:
+            raise ConfigError("Parquet export takes at most one --episode; use .jsonl for several")
+        if parquet:
+            n = store.export_parquet(out, session_id=ids[0], since_ns=since_ns)
+        else:
+            with open(out, "w", encoding="utf-8") as fh:
+                n = sum(store.export_jsonl(fh, session_id=i, since_ns=since_ns) for i in ids)
+        console.print(f"exported {n} spans to {out}")
+
+
+@app.command("import")
+def import_(
+    src: Annotated[Path, typer.Argument(help="a .jsonl or .parquet export, or an OTLP .json/.pb request body")],
+    db: DbOption = None,
+) -> None:
+    """Import spans; the file is validated whole before anything is stored."""
+    if not src.exists():
+        raise ConfigError(f"no file {src}")
+    with _open(db, must_exist=False) as store:
+        if src.suffix == ".parquet":
+            n = store.import_parquet(src)
+        elif src.suffix in (".pb", ".bin") or _looks_like_otlp_json(src):
+            from tracerl.core.spans import decode_otlp
+
+            kind = "application/json" if src.suffix == ".json" else "application/x-protobuf"
+            n = store.add(decode_otlp(src.read_bytes(), kind))
+        else:
+            n = store.import_jsonl(src)
+        console.print(f"imported {n} new spans into {store.path} ({store.duplicates} already there)")
+
+
+def _looks_like_otlp_json(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        head = fh.read(200).lstrip()
+    return head.startswith(b"{") and (b"resourceSpans" in head or b"resource_spans" in head)
