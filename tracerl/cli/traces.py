@@ -100,7 +100,7 @@ def export(
         else:
             with open(out, "w", encoding="utf-8") as fh:
                 n = sum(store.export_jsonl(fh, session_id=i, since_ns=since_ns) for i in ids)
-        console.print(f"exported {n} spans to {out}")
+        typer.echo(f"exported {n} spans to {out}")
 
 
 @app.command("import")
@@ -121,7 +121,7 @@ def import_(
             n = store.add(decode_otlp(src.read_bytes(), kind))
         else:
             n = store.import_jsonl(src)
-        console.print(f"imported {n} new spans into {store.path} ({store.duplicates} already there)")
+        typer.echo(f"imported {n} new spans into {store.path} ({store.duplicates} already there)")
 
 
 def _looks_like_otlp_json(path: Path) -> bool:

@@ -5,8 +5,11 @@ Sources: an opentelemetry-sdk ``ReadableSpan`` (in-process exporters), an OTLP/H
 opentelemetry-proto), and JSON lines (our export format). All three give equal
 :class:`SpanRecord` objects for the same span.
 
-Ids are lowercase hex (32 chars for traces, 16 for spans) as in W3C traceparent. Attribute
-values are str, bool, int, float or lists of them; OTLP key-value lists become dicts.
+Ids are lowercase hex (32 chars for traces, 16 for spans) as in W3C traceparent; an
+all-zero parent id (W3C's "invalid" id, which some SDKs send for a root) means no parent.
+Times are integer nanoseconds in ``[0, 2**63)``, what SQLite and Parquet can hold. Attribute
+values are str, bool, int, float or lists of them; key-value lists (OTLP ``kvlistValue``, SDK
+mapping attributes) become dicts and bytes become base64 text, as OTLP/JSON writes them.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ SESSION_ATTRIBUTES = ("tracerl.session.id", "session.id")
 _KINDS = ("UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
 _STATUS = ("UNSET", "OK", "ERROR")
 _HEX = frozenset("0123456789abcdef")
+_MAX_NS = 2**63 - 1  # SQLite INTEGER and Parquet int64
 
 
 @dataclass(slots=True)
@@ -89,14 +93,15 @@ class SpanRecord:
         try:
             trace_id, span_id = _check_id(d["trace_id"], 32), _check_id(d["span_id"], 16)
             parent = d.get("parent_span_id")
+            start_ns = _check_ns(d["start_ns"])
             record = cls(
                 trace_id=trace_id,
                 span_id=span_id,
-                parent_span_id=_check_id(parent, 16) if parent else None,
+                parent_span_id=_check_parent(parent) if parent else None,
                 name=str(d.get("name", "")),
                 kind=str(d.get("kind", "INTERNAL")),
-                start_ns=int(d["start_ns"]),
-                end_ns=int(d.get("end_ns", d["start_ns"])),
+                start_ns=start_ns,
+                end_ns=_check_ns(d.get("end_ns", start_ns)),
                 attributes=dict(d.get("attributes") or {}),
                 status_code=str(d.get("status_code", "UNSET")),
                 status_message=d.get("status_message"),
@@ -107,7 +112,7 @@ class SpanRecord:
                 resource=dict(d.get("resource") or {}),
                 scope=d.get("scope"),
             )
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
             raise SpanDecodeError(
                 f"invalid span record ({type(exc).__name__}: {exc}); each record needs hex "
                 "trace_id/span_id and integer start_ns, as written by `tracerl traces export`"
@@ -122,12 +127,33 @@ def _check_id(value: Any, length: int) -> str:
     return text
 
 
+def _check_parent(value: Any) -> str | None:
+    text = str(value)
+    return None if text.strip("0") == "" else _check_id(text, 16)
+
+
+def _check_ns(value: Any) -> int:
+    ns = int(value)
+    if not 0 <= ns <= _MAX_NS:
+        raise ValueError(f"{value!r} is not a time in nanoseconds since the epoch")
+    return ns
+
+
 # --- opentelemetry-sdk ------------------------------------------------------------------
 
 
 def _plain(value: Any) -> Any:
-    # OTel SDK attribute sequences are tuples; JSON and SQLite want lists.
-    return list(value) if isinstance(value, tuple) else value
+    # OTel SDK attribute sequences are tuples and may nest (the SDK also takes mappings and
+    # bytes); JSON wants lists, dicts and text, and OTLP decoding gives exactly those.
+    if isinstance(value, (str, bool, int, float)) or value is None:
+        return value
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(value).decode("ascii")
+    return str(value)
 
 
 def from_readable_span(span: Any) -> SpanRecord:
@@ -179,8 +205,18 @@ def _attrs(kvs: Iterable[Any]) -> dict[str, Any]:
 
 def _id_bytes(raw: bytes, length: int, what: str, index: int) -> str:
     if len(raw) != length or not any(raw):
-        raise SpanDecodeError(f"span #{index}: {what} must be {length} non-zero bytes, got {len(raw)}")
+        got = f"{len(raw)} bytes" if len(raw) != length else "all zeros"
+        raise SpanDecodeError(
+            f"OTLP span #{index}: {what} must be {length} bytes, not all zero (got {got}); "
+            "the sender's ids are broken"
+        )
     return raw.hex()
+
+
+def _time_ns(value: int, what: str, index: int) -> int:
+    if value > _MAX_NS:
+        raise SpanDecodeError(f"OTLP span #{index}: {what} {value} is not a time in nanoseconds since the epoch")
+    return value
 
 
 def _proto_request() -> Any:
@@ -201,10 +237,12 @@ def _hex_ids_to_base64(node: Any) -> None:
         for key, value in node.items():
             if key in ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id"):
                 if isinstance(value, str) and value:
-                    try:
-                        node[key] = base64.b64encode(bytes.fromhex(value)).decode("ascii")
-                    except ValueError as exc:
-                        raise SpanDecodeError(f"OTLP/JSON {key} {value!r} is not hex") from exc
+                    if len(value) % 2 or not _HEX.issuperset(value.lower()):
+                        raise SpanDecodeError(
+                            f"OTLP/JSON {key} {value[:40]!r} is not hex; OTLP/JSON writes ids as "
+                            "hex strings (32 digits for traceId, 16 for spanId), not base64"
+                        )
+                    node[key] = base64.b64encode(bytes.fromhex(value)).decode("ascii")
             elif isinstance(value, (dict, list)):
                 _hex_ids_to_base64(value)
     elif isinstance(node, list):
@@ -212,34 +250,47 @@ def _hex_ids_to_base64(node: Any) -> None:
             _hex_ids_to_base64(item)
 
 
-def decode_otlp(body: bytes | str, content_type: str = "application/x-protobuf") -> list[SpanRecord]:
+def decode_otlp(
+    body: bytes | bytearray | memoryview | str, content_type: str = "application/x-protobuf"
+) -> list[SpanRecord]:
     """Decode an OTLP/HTTP ``ExportTraceServiceRequest`` body (protobuf or JSON) into records.
 
     Raises :class:`SpanDecodeError` naming the problem for a body that is not a valid request
-    or holds a span with invalid ids; nothing is half-decoded.
+    or holds a span with invalid ids or times; nothing is half-decoded.
     """
-    from google.protobuf import json_format
-    from google.protobuf.message import DecodeError
-
     request = _proto_request()
     if "json" in content_type.lower():
-        try:
-            payload = json.loads(body)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise SpanDecodeError(f"OTLP/JSON body is not valid JSON: {exc}") from exc
-        if not isinstance(payload, dict):
-            raise SpanDecodeError("OTLP/JSON body must be an object with 'resourceSpans'")
-        _hex_ids_to_base64(payload)
-        try:
-            json_format.ParseDict(payload, request, ignore_unknown_fields=True)
-        except json_format.ParseError as exc:
-            raise SpanDecodeError(f"OTLP/JSON body does not match ExportTraceServiceRequest: {exc}") from exc
+        _parse_json_request(body, request)
     else:
+        from google.protobuf.message import DecodeError
+
+        data = body.encode() if isinstance(body, str) else bytes(body)
         try:
-            request.ParseFromString(body if isinstance(body, bytes) else body.encode())
-        except (DecodeError, ValueError) as exc:
-            raise SpanDecodeError(f"OTLP protobuf body could not be decoded: {exc}") from exc
+            request.ParseFromString(data)
+        except (DecodeError, ValueError, RecursionError) as exc:
+            raise SpanDecodeError(
+                f"OTLP protobuf body could not be decoded ({exc}); send an "
+                "ExportTraceServiceRequest, or JSON with Content-Type: application/json"
+            ) from exc
     return list(_records_from_request(request))
+
+
+def _parse_json_request(body: bytes | bytearray | memoryview | str, request: Any) -> None:
+    from google.protobuf import json_format
+
+    try:
+        payload = json.loads(body if isinstance(body, (str, bytes, bytearray)) else bytes(body))
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise SpanDecodeError(f"OTLP/JSON body is not valid JSON: {exc}") from exc
+    if not isinstance(payload, dict):
+        raise SpanDecodeError(
+            f"OTLP/JSON body must be an object with 'resourceSpans', not a {type(payload).__name__}"
+        )
+    try:
+        _hex_ids_to_base64(payload)
+        json_format.ParseDict(payload, request, ignore_unknown_fields=True)
+    except (json_format.ParseError, RecursionError) as exc:
+        raise SpanDecodeError(f"OTLP/JSON body does not match ExportTraceServiceRequest: {exc}") from exc
 
 
 def _records_from_request(request: Any) -> Iterator[SpanRecord]:
@@ -250,18 +301,23 @@ def _records_from_request(request: Any) -> Iterator[SpanRecord]:
             scope = scope_spans.scope.name or None
             for s in scope_spans.spans:
                 parent = s.parent_span_id
+                start_ns = _time_ns(s.start_time_unix_nano, "startTimeUnixNano", index)
                 yield SpanRecord(
                     trace_id=_id_bytes(s.trace_id, 16, "traceId", index),
                     span_id=_id_bytes(s.span_id, 8, "spanId", index),
-                    parent_span_id=_id_bytes(parent, 8, "parentSpanId", index) if parent else None,
+                    # Empty or all-zero: a root span (the Collector reads both that way).
+                    parent_span_id=_id_bytes(parent, 8, "parentSpanId", index) if any(parent) else None,
                     name=s.name,
                     kind=_KINDS[s.kind] if 0 <= s.kind < len(_KINDS) else "INTERNAL",
-                    start_ns=s.start_time_unix_nano,
-                    end_ns=s.end_time_unix_nano or s.start_time_unix_nano,
+                    start_ns=start_ns,
+                    end_ns=_time_ns(s.end_time_unix_nano, "endTimeUnixNano", index) or start_ns,
                     attributes=_attrs(s.attributes),
                     status_code=_STATUS[s.status.code] if 0 <= s.status.code < 3 else "UNSET",
                     status_message=s.status.message or None,
-                    events=[SpanEvent(e.name, e.time_unix_nano, _attrs(e.attributes)) for e in s.events],
+                    events=[
+                        SpanEvent(e.name, _time_ns(e.time_unix_nano, "event timeUnixNano", index), _attrs(e.attributes))
+                        for e in s.events
+                    ],
                     resource=resource,
                     scope=scope,
                 )
@@ -285,7 +341,7 @@ def read_jsonl(lines: Iterable[str] | IO[str]) -> Iterator[SpanRecord]:
             continue
         try:
             data = json.loads(line)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise SpanDecodeError(f"line {lineno}: not valid JSON ({exc})") from exc
         if not isinstance(data, dict):
             raise SpanDecodeError(f"line {lineno}: expected a JSON object per line")

@@ -85,21 +85,26 @@ class SpanStore:
         self._lock = threading.RLock()
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self.duplicates = 0
+        db: sqlite3.Connection | None = None
         try:
-            self._db = sqlite3.connect(
+            db = self._db = sqlite3.connect(
                 self.path, timeout=busy_timeout_s, check_same_thread=False, isolation_level=None
             )
-            self._db.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
+            db.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
             if self.path != ":memory:":
-                self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._retry(lambda: self._db.executescript(_SCHEMA))
+                # Switching a new file to WAL takes an exclusive lock; processes opening
+                # the same new file at once can get SQLITE_BUSY here, so retry.
+                self._retry(lambda: db.execute("PRAGMA journal_mode=WAL"))
+            db.execute("PRAGMA synchronous=NORMAL")
+            self._retry(lambda: db.executescript(_SCHEMA))
         except sqlite3.Error as exc:
+            if db is not None:
+                db.close()
             raise StoreError(
                 f"cannot open span store {self.path!r}: {exc}. Check the path is a writable file "
                 "(set TRACERL_HOME or pass --db to use another)"
             ) from exc
-        self.duplicates = 0
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -177,9 +182,9 @@ class SpanStore:
         with self._lock:
             try:
                 inserted = self._retry(write)
-            except sqlite3.Error as exc:
+            except (sqlite3.Error, OverflowError) as exc:  # OverflowError: an int beyond int64
                 raise StoreError(f"writing {len(rows)} spans to {self.path!r} failed: {exc}") from exc
-        self.duplicates += len(rows) - inserted
+            self.duplicates += len(rows) - inserted  # under the lock: += is not atomic
         return inserted
 
     # -- reading ----------------------------------------------------------------------
