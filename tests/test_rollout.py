@@ -142,9 +142,8 @@ def test_session_context_manager_and_step_rewards(server, tracing):
 def test_session_id_reaches_spans_of_other_instrumentation(tracing):
     # A span started by any library inside the session is stamped with the session id.
     tracer = tracing.provider.get_tracer("some.instrumentor")
-    with tracerl.session(episode_id="ep-42", tracing=tracing):
-        with tracer.start_as_current_span("third-party work"):
-            pass
+    with tracerl.session(episode_id="ep-42", tracing=tracing), tracer.start_as_current_span("third-party work"):
+        pass
     tracing.flush()
     store = next(iter(tracing.stores.values()))
     names = {r.name: r for r in store.spans(session_id="ep-42")}
