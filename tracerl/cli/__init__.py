@@ -1,0 +1,1 @@
+"""The ``tracerl`` command line."""

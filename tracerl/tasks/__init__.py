@@ -1,0 +1,1 @@
+"""Task registry: loaders, prompt builders, reward functions and default agents."""

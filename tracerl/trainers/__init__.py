@@ -1,0 +1,2 @@
+"""RL trainers: advantage estimators and losses as pure functions, one short module each, and
+the update loop. Built in the trainer issue."""

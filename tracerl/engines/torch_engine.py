@@ -1,0 +1,304 @@
+"""TorchEngine: any Hugging Face causal LM on CPU or GPU, with dynamic batching.
+
+Requests arriving within a short window (``batch_window_ms``) are generated together in one
+left-padded batch with a KV cache, so concurrent agents share forward passes instead of
+queueing. Each row keeps its own sampling parameters and random generator; the logprob
+returned for a token is taken from the distribution it was actually drawn from
+(temperature, then top-k, then top-p), which is what PPO/GRPO ratios need. Greedy rows
+(temperature 0) report the model's plain (temperature 1) logprobs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .base import Generation, SamplingParams
+
+log = logging.getLogger(__name__)
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError as exc:
+        from tracerl.core.errors import MissingDependencyError
+
+        raise MissingDependencyError("torch", "train", "TorchEngine") from exc
+    return torch
+
+
+@dataclass
+class _Request:
+    prompt_ids: list[int]
+    params: SamplingParams
+    future: concurrent.futures.Future[list[Generation]]
+
+
+@dataclass
+class _Row:
+    request: _Request
+    index: int  # sample number within the request (n > 1)
+    generator: Any
+    tokens: list[int]
+    logprobs: list[float]
+    limit: int
+    done: bool = False
+    finish: str = "length"
+    stop_reason: str | int | None = None
+
+
+class TorchEngine:
+    """``TorchEngine()`` serves the bundled tiny model; pass a path or hub id for another."""
+
+    def __init__(
+        self,
+        model: str | Path | None = None,
+        *,
+        model_name: str | None = None,
+        device: str | None = None,
+        dtype: str = "auto",
+        max_batch_size: int = 32,
+        batch_window_ms: float = 5.0,
+        max_context: int | None = None,
+    ):
+        torch = _torch()
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if model is None:
+            from tracerl.models import tiny_model_path
+
+            model = tiny_model_path()
+        self.model_path = str(model)
+        self.model_name = model_name or (
+            "tracerl-tiny" if str(model) == _default_path() else Path(str(model)).name
+        )
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        torch_dtype = None if dtype == "auto" else getattr(torch, dtype)
+        self.model = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=torch_dtype).to(self.device)
+        self.model.eval()
+        self._tokenizer = AutoTokenizer.from_pretrained(self.model_path)
+        cfg = self.model.config
+        self._max_context = max_context or int(getattr(cfg, "max_position_embeddings", 2048))
+        eos = self.model.generation_config.eos_token_id
+        eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+        if self._tokenizer.eos_token_id is not None:
+            eos_ids.add(self._tokenizer.eos_token_id)
+        self.eos_ids = frozenset(eos_ids)
+        pad = self._tokenizer.pad_token_id
+        self.pad_id = pad if pad is not None else next(iter(self.eos_ids), 0)
+        # transformers 5.2x renamed past_key_values to cache; support both.
+        params = inspect.signature(self.model.forward).parameters
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"
+        self.weight_version = 0
+        self.max_batch_size = max_batch_size
+        self.batch_window_s = batch_window_ms / 1000
+        self._queue: queue.Queue[_Request | None] = queue.Queue()
+        self._weights_lock = threading.Lock()
+        self._seed_rng = torch.Generator().manual_seed(int(time.time_ns() % 2**31))
+        self.batches = 0  # generation batches run (a batching metric)
+        self._thread = threading.Thread(target=self._loop, name="tracerl-torch-engine", daemon=True)
+        self._thread.start()
+
+    @property
+    def tokenizer(self) -> Any:
+        return self._tokenizer
+
+    @property
+    def max_context(self) -> int:
+        return self._max_context
+
+    # -- public API -------------------------------------------------------------------
+
+    def submit(self, prompt_ids: list[int], params: SamplingParams) -> concurrent.futures.Future[list[Generation]]:
+        if not prompt_ids:
+            raise ValueError("prompt_ids is empty")
+        if len(prompt_ids) >= self._max_context:
+            raise ValueError(f"prompt has {len(prompt_ids)} tokens; the context holds {self._max_context}")
+        fut: concurrent.futures.Future[list[Generation]] = concurrent.futures.Future()
+        self._queue.put(_Request(list(prompt_ids), params, fut))
+        return fut
+
+    async def generate(self, prompt_ids: list[int], params: SamplingParams) -> list[Generation]:
+        return await asyncio.wrap_future(self.submit(prompt_ids, params))
+
+    def generate_sync(self, prompt_ids: list[int], params: SamplingParams) -> list[Generation]:
+        return self.submit(prompt_ids, params).result()
+
+    def update_weights(self, state_dict: dict[str, Any], version: int) -> None:
+        """Swap in new weights between batches; generations after this carry ``version``."""
+        with self._weights_lock:
+            self.model.load_state_dict(state_dict, strict=True)
+            self.weight_version = int(version)
+
+    async def close(self) -> None:
+        self.shutdown()
+
+    def shutdown(self) -> None:
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join(timeout=30)
+
+    # -- the batching loop ------------------------------------------------------------
+
+    def _collect(self, first: _Request) -> list[_Request]:
+        batch, rows = [first], first.params.n
+        deadline = time.monotonic() + self.batch_window_s
+        while rows < self.max_batch_size:
+            timeout = deadline - time.monotonic()
+            if timeout <= 0:
+                break
+            try:
+                item = self._queue.get(timeout=timeout)
+            except queue.Empty:
+                break
+            if item is None:
+                self._queue.put(None)  # shut down after this batch
+                break
+            batch.append(item)
+            rows += item.params.n
+        return batch
+
+    def _loop(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            batch = self._collect(first)
+            live = [r for r in batch if r.future.set_running_or_notify_cancel()]
+            if not live:
+                continue
+            try:
+                with self._weights_lock:
+                    results = self._run(live)
+                for req, gens in zip(live, results):
+                    req.future.set_result(gens)
+            except Exception as exc:  # a bad batch fails its requests, never the engine
+                log.exception("generation batch failed")
+                for req in live:
+                    if not req.future.done():
+                        req.future.set_exception(exc)
+
+    def _rows(self, batch: list[_Request]) -> list[_Row]:
+        torch = _torch()
+        rows = []
+        for req in batch:
+            p = req.params
+            room = self._max_context - len(req.prompt_ids)
+            for i in range(p.n):
+                gen = torch.Generator(device=self.device)
+                seed = p.seed + i if p.seed is not None else int(torch.randint(0, 2**31, (1,), generator=self._seed_rng))
+                gen.manual_seed(seed)
+                rows.append(_Row(req, i, gen, [], [], limit=max(1, min(p.max_tokens, room))))
+        return rows
+
+    def _run(self, batch: list[_Request]) -> list[list[Generation]]:
+        torch = _torch()
+        self.batches += 1
+        rows = self._rows(batch)
+        prompts = [r.request.prompt_ids for r in rows]
+        width = max(map(len, prompts))
+        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        attn = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, p in enumerate(prompts):  # left padding: every row ends at the same column
+            ids[i, width - len(p):] = torch.tensor(p)
+            attn[i, width - len(p):] = 1
+        ids, attn = ids.to(self.device), attn.to(self.device)
+        pos = (attn.cumsum(-1) - 1).clamp(min=0)
+        with torch.inference_mode():
+            cache, logits = self._forward(ids, attn, pos, None)  # logits: [B, V]
+            for _ in range(max(r.limit for r in rows)):
+                next_ids = self._sample_step(rows, logits)  # [B]
+                if all(r.done for r in rows):
+                    break
+                attn = torch.cat([attn, attn.new_ones((len(rows), 1))], dim=1)
+                pos = pos[:, -1:] + 1
+                cache, logits = self._forward(next_ids[:, None], attn, pos, cache)
+        results: list[list[Generation]] = [[] for _ in batch]
+        index = {id(req): k for k, req in enumerate(batch)}
+        for r in rows:
+            results[index[id(r.request)]].append(
+                Generation(r.tokens, r.logprobs, r.finish, self.weight_version, r.stop_reason)  # type: ignore[arg-type]
+            )
+        return results
+
+    def _forward(self, ids: Any, attn: Any, pos: Any, cache: Any) -> tuple[Any, Any]:
+        """One forward pass with the KV cache; returns (cache, last-position logits [B, V])."""
+        kwargs = {"input_ids": ids, "attention_mask": attn, "position_ids": pos, "use_cache": True,
+                  "logits_to_keep": 1}
+        if cache is not None:
+            kwargs[self._cache_kw] = cache
+        out = self.model(**kwargs)
+        new_cache = out.cache if self._cache_kw == "cache" else out.past_key_values
+        return new_cache, out.logits[:, -1, :].float()
+
+    def _sample_step(self, rows: list[_Row], logits: Any) -> Any:
+        """Draw one token per unfinished row; finished rows are fed padding."""
+        torch = _torch()
+        next_ids = torch.full((len(rows),), self.pad_id, dtype=torch.long, device=logits.device)
+        for i, r in enumerate(rows):
+            if r.done:
+                continue
+            token, logprob = sample_token(logits[i], r.request.params, r.generator)
+            r.tokens.append(token)
+            r.logprobs.append(logprob)
+            next_ids[i] = token
+            self._check_done(r, token)
+        return next_ids
+
+    def _check_done(self, r: _Row, token: int) -> None:
+        if token in self.eos_ids:
+            r.done, r.finish, r.stop_reason = True, "stop", token
+        elif r.request.params.stop:
+            tail = self._tokenizer.decode(r.tokens[-32:], skip_special_tokens=False)
+            hit = next((s for s in r.request.params.stop if s in tail), None)
+            if hit is not None:
+                r.done, r.finish, r.stop_reason = True, "stop", hit
+        if not r.done and len(r.tokens) >= r.limit:
+            r.done, r.finish = True, "length"
+
+
+def processed_logprobs(logits: Any, params: SamplingParams) -> Any:
+    """Log-probabilities of the distribution sampled from: temperature, top-k, top-p. [V]"""
+    torch = _torch()
+    if params.temperature == 0:
+        return torch.log_softmax(logits, dim=-1)
+    scaled = logits / params.temperature
+    if params.top_k and params.top_k < scaled.shape[-1]:
+        kth = torch.topk(scaled, params.top_k).values[-1]
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    if params.top_p < 1.0:
+        sorted_logits, order = torch.sort(scaled, descending=True)
+        probs = torch.softmax(sorted_logits, dim=-1)
+        # keep the smallest prefix whose mass reaches top_p (the first token always stays)
+        drop = probs.cumsum(-1) - probs >= params.top_p
+        scaled = scaled.scatter(0, order, sorted_logits.masked_fill(drop, float("-inf")))
+    return torch.log_softmax(scaled, dim=-1)
+
+
+def sample_token(logits: Any, params: SamplingParams, generator: Any) -> tuple[int, float]:
+    """One token from ``logits`` [V] and its logprob under the processed distribution."""
+    torch = _torch()
+    logprobs = processed_logprobs(logits, params)
+    if params.temperature == 0:
+        token = int(torch.argmax(logits))
+    else:
+        token = int(torch.multinomial(logprobs.exp(), 1, generator=generator))
+    return token, float(logprobs[token])
+
+
+def _default_path() -> str:
+    try:
+        from tracerl.models import tiny_model_path
+
+        return str(tiny_model_path())
+    except ImportError:  # pragma: no cover
+        return ""

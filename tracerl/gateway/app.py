@@ -1,0 +1,326 @@
+"""The gateway: an OpenAI-compatible server that records the token truth of every call.
+
+Routes (each also under ``/sessions/{session_id}``): ``POST /v1/chat/completions``
+(streaming or not), ``POST /v1/completions``, ``GET /v1/models``; plus ``GET /health`` and
+``POST /v1/traces`` (OTLP/HTTP, protobuf or JSON) so remote agents need one address.
+
+Per generated choice the gateway writes one span to the span store *before* answering, so a
+client that got its answer can rely on the span being there: the request messages, tools and
+sampling parameters, the exact prompt and response token ids, per-token logprobs, finish
+reason, a per-session sequence number and the weight version. The span is a child of the
+caller's W3C ``traceparent`` when there is one. The session comes from the URL path, else the
+``tracerl.session_id`` baggage entry, else the caller's trace, else "unassigned".
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from opentelemetry import baggage, trace
+from opentelemetry.propagate import extract
+from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
+
+from tracerl.core import semconv as sc
+from tracerl.core.errors import SpanDecodeError
+from tracerl.core.spans import SpanRecord, decode_otlp
+from tracerl.core.store import SpanStore
+from tracerl.engines.base import Engine, Generation
+
+from . import protocol as p
+from .recording import CallRecord, gateway_span, new_ids
+from .streaming import sse_chat
+
+log = logging.getLogger(__name__)
+UNASSIGNED = "unassigned"
+
+
+class _BodyLimit:
+    """ASGI middleware: refuse bodies over ``limit`` bytes with 413, without reading them whole."""
+
+    def __init__(self, app: Any, limit: int):
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable[[], Awaitable[dict[str, Any]]], send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await _send_error(send, p.APIError(413, f"request body over {self.limit} bytes", code="body_too_large"))
+            return
+        seen = 0
+
+        async def limited() -> dict[str, Any]:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise p.APIError(413, f"request body over {self.limit} bytes", code="body_too_large")
+            return message
+
+        await self.app(scope, limited, send)
+
+
+async def _send_error(send: Any, err: p.APIError) -> None:
+    body = json.dumps(err.body()).encode()
+    await send({"type": "http.response.start", "status": err.status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class Gateway:
+    """The state behind the routes: engine, store, sequence numbers, auth."""
+
+    def __init__(self, engine: Engine, store: SpanStore, *, api_key: str | None = None,
+                 model_aliases: tuple[str, ...] = ()):
+        self.engine, self.store, self.api_key = engine, store, api_key
+        self.models = {engine.model_name, *model_aliases}
+        self._sequence: dict[str, int] = {}
+
+    # -- helpers ----------------------------------------------------------------------
+
+    def check_auth(self, request: Request) -> None:
+        if self.api_key is None or request.url.path == "/health":
+            return
+        if request.headers.get("authorization", "") != f"Bearer {self.api_key}":
+            raise p.APIError(401, "missing or wrong API key: send 'Authorization: Bearer <key>'",
+                             type="authentication_error", code="invalid_api_key")
+
+    def check_model(self, model: str) -> None:
+        if model not in self.models:
+            raise p.APIError(404, f"model {model!r} is not served here; available: {sorted(self.models)}",
+                             param="model", code="model_not_found")
+
+    def session_of(self, path_session: str | None, headers: dict[str, str]) -> tuple[str | None, str, str | None]:
+        """(session id or None, trace id, parent span id or None) for one call."""
+        ctx = extract(headers)
+        parent = trace.get_current_span(ctx).get_span_context()
+        session = path_session or baggage.get_baggage(sc.BAGGAGE_SESSION_KEY, ctx)
+        trace_id, span_parent = new_ids()[0], None
+        if parent.is_valid:
+            trace_id, span_parent = format(parent.trace_id, "032x"), format(parent.span_id, "016x")
+        elif session is None:
+            session = UNASSIGNED
+        return (str(session) if session is not None else None), trace_id, span_parent
+
+    def next_sequence(self, key: str) -> int:
+        seq = self._sequence.get(key, 0)
+        self._sequence[key] = seq + 1
+        return seq
+
+    def max_tokens(self, prompt_len: int, requested: int | None) -> int:
+        room = self.engine.max_context - prompt_len
+        if room < 1:
+            raise p.APIError(400, f"the prompt has {prompt_len} tokens; this model's context holds "
+                                  f"{self.engine.max_context}", param="messages", code="context_length_exceeded")
+        if requested is not None and requested > room:
+            raise p.APIError(400, f"max_tokens={requested} plus the {prompt_len}-token prompt exceeds the "
+                                  f"context of {self.engine.max_context}; ask for at most {room}",
+                             param="max_tokens", code="context_length_exceeded")
+        return requested or room
+
+    async def record(self, records: list[SpanRecord]) -> None:
+        await run_in_threadpool(self.store.add, records)
+
+    # -- chat -------------------------------------------------------------------------
+
+    def chat_prompt(self, req: p.ChatRequest) -> list[int]:
+        messages = p.template_messages(req.messages)
+        try:
+            ids = self.engine.tokenizer.apply_chat_template(
+                messages, tools=req.tools or None, add_generation_prompt=True, tokenize=True, return_dict=False
+            )
+        except Exception as exc:  # a template error is the request's fault (bad roles/order)
+            raise p.APIError(400, f"the chat template rejected these messages: {exc}", param="messages") from exc
+        return list(ids)
+
+    def choice(self, gen: Generation, index: int, req: p.ChatRequest) -> dict[str, Any]:
+        text = self.engine.tokenizer.decode(gen.token_ids, skip_special_tokens=True)
+        if isinstance(gen.stop_reason, str) and gen.stop_reason in text:
+            text = text[: text.index(gen.stop_reason)]
+        content, calls = p.parse_tool_calls(text) if req.tools else (text, [])
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if calls:
+            message["tool_calls"] = calls
+        finish = "tool_calls" if calls else gen.finish_reason
+        choice: dict[str, Any] = {"index": index, "message": message, "finish_reason": finish, "logprobs": None}
+        if req.logprobs:
+            choice["logprobs"] = {"content": self.token_logprobs(gen)}
+        if req.return_token_ids:
+            choice["token_ids"] = gen.token_ids
+        return choice
+
+    def token_logprobs(self, gen: Generation) -> list[dict[str, Any]]:
+        tok = self.engine.tokenizer
+        out = []
+        for tid, lp in zip(gen.token_ids, gen.logprobs):
+            piece = tok.decode([tid], skip_special_tokens=False)
+            out.append({"token": piece, "logprob": lp, "bytes": list(piece.encode()), "top_logprobs": []})
+        return out
+
+    async def chat(self, request: Request, path_session: str | None) -> Response:
+        req = p.ChatRequest.model_validate(await _json_body(request))
+        self.check_model(req.model)
+        session, trace_id, parent = self.session_of(path_session, dict(request.headers))
+        prompt_ids = self.chat_prompt(req)
+        params = req.sampling(self.max_tokens(len(prompt_ids), req.requested_max_tokens))
+        start = time.time_ns()
+        gens = await self.engine.generate(prompt_ids, params)
+        end = time.time_ns()
+        rid = p.completion_id()
+        choices = [self.choice(g, i, req) for i, g in enumerate(gens)]
+        key = session or f"trace:{trace_id}"
+        await self.record([
+            gateway_span(CallRecord(
+                session=session, trace_id=trace_id, parent_span_id=parent, sequence=self.next_sequence(key),
+                request=req, prompt_ids=prompt_ids, generation=g, message=c["message"],
+                finish_reason=c["finish_reason"], response_id=rid, model=self.engine.model_name,
+                start_ns=start, end_ns=end, stream=req.stream,
+            ))
+            for g, c in zip(gens, choices)
+        ])
+        usage = {"prompt_tokens": len(prompt_ids), "completion_tokens": sum(len(g.token_ids) for g in gens),
+                 "total_tokens": len(prompt_ids) + sum(len(g.token_ids) for g in gens)}
+        doc: dict[str, Any] = {"id": rid, "object": "chat.completion", "created": p.now(),
+                               "model": self.engine.model_name, "choices": choices, "usage": usage}
+        if req.return_token_ids:
+            doc["prompt_token_ids"] = prompt_ids
+        if req.stream:
+            return StreamingResponse(sse_chat(doc, gens, self.engine.tokenizer, req), media_type="text/event-stream")
+        return JSONResponse(doc)
+
+    # -- completions ------------------------------------------------------------------
+
+    async def completions(self, request: Request, path_session: str | None) -> Response:
+        req = p.CompletionRequest.model_validate(await _json_body(request))
+        self.check_model(req.model)
+        if req.stream:
+            raise p.APIError(400, "streaming is supported on /v1/chat/completions only", param="stream")
+        prompt = req.prompt
+        if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int):
+            if len(prompt) != 1:
+                raise p.APIError(400, "send one prompt per request (a batch of prompts is not supported)", param="prompt")
+            prompt = prompt[0]
+        prompt_ids = list(prompt) if isinstance(prompt, list) else self.engine.tokenizer.encode(prompt, add_special_tokens=False)
+        if not prompt_ids:
+            raise p.APIError(400, "prompt is empty", param="prompt")
+        vocab = len(self.engine.tokenizer)
+        if any(not isinstance(t, int) or not 0 <= t < vocab for t in prompt_ids):
+            raise p.APIError(400, f"prompt token ids must be integers in [0, {vocab})", param="prompt")
+        session, trace_id, parent = self.session_of(path_session, dict(request.headers))
+        params = req.sampling(self.max_tokens(len(prompt_ids), req.requested_max_tokens))
+        start = time.time_ns()
+        gens = await self.engine.generate(prompt_ids, params)
+        end = time.time_ns()
+        rid = p.completion_id("cmpl")
+        choices = []
+        for i, g in enumerate(gens):
+            text = self.engine.tokenizer.decode(g.token_ids, skip_special_tokens=True)
+            if isinstance(g.stop_reason, str) and g.stop_reason in text:
+                text = text[: text.index(g.stop_reason)]
+            choice: dict[str, Any] = {"index": i, "text": text, "finish_reason": g.finish_reason, "logprobs": None}
+            if req.logprobs is not None:
+                pieces = [self.engine.tokenizer.decode([t], skip_special_tokens=False) for t in g.token_ids]
+                choice["logprobs"] = {"tokens": pieces, "token_logprobs": g.logprobs, "top_logprobs": None, "text_offset": None}
+            if req.return_token_ids:
+                choice["prompt_token_ids"], choice["token_ids"] = prompt_ids, g.token_ids
+            choices.append(choice)
+        key = session or f"trace:{trace_id}"
+        await self.record([
+            gateway_span(CallRecord(
+                session=session, trace_id=trace_id, parent_span_id=parent, sequence=self.next_sequence(key),
+                request=req, prompt_ids=prompt_ids, generation=g, message={"role": "assistant", "content": c["text"]},
+                finish_reason=c["finish_reason"], response_id=rid, model=self.engine.model_name,
+                start_ns=start, end_ns=end, stream=False,
+            ))
+            for g, c in zip(gens, choices)
+        ])
+        usage = {"prompt_tokens": len(prompt_ids), "completion_tokens": sum(len(g.token_ids) for g in gens),
+                 "total_tokens": len(prompt_ids) + sum(len(g.token_ids) for g in gens)}
+        return JSONResponse({"id": rid, "object": "text_completion", "created": p.now(),
+                             "model": self.engine.model_name, "choices": choices, "usage": usage})
+
+    # -- OTLP ---------------------------------------------------------------------------
+
+    async def otlp(self, request: Request) -> Response:
+        ctype = request.headers.get("content-type", "application/x-protobuf")
+        try:
+            records = decode_otlp(await request.body(), ctype)
+        except SpanDecodeError as exc:
+            raise p.APIError(400, str(exc), code="invalid_otlp") from exc
+        await self.record(records)
+        if "json" in ctype:
+            return JSONResponse({})
+        return Response(b"", media_type="application/x-protobuf")
+
+
+async def _json_body(request: Request) -> Any:
+    raw = await request.body()
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise p.APIError(400, f"request body is not valid JSON: {exc}") from exc
+
+
+def create_app(engine: Engine, store: SpanStore, *, api_key: str | None = None,
+               model_aliases: tuple[str, ...] = (), max_body_bytes: int = 32 * 2**20) -> FastAPI:
+    """The ASGI app. Serve it with uvicorn, or use :class:`tracerl.gateway.GatewayServer`."""
+    gw = Gateway(engine, store, api_key=api_key, model_aliases=model_aliases)
+    app = FastAPI(title="tracerl gateway", docs_url=None, redoc_url=None)
+    app.state.gateway = gw
+
+    @app.exception_handler(p.APIError)
+    async def _api_error(request: Request, exc: p.APIError) -> JSONResponse:
+        return JSONResponse(exc.body(), status_code=exc.status)
+
+    @app.exception_handler(ValidationError)
+    async def _invalid(request: Request, exc: ValidationError) -> JSONResponse:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first.get("loc", ()))
+        err = p.APIError(400, f"invalid request: {where}: {first.get('msg')}", param=where or None)
+        return JSONResponse(err.body(), status_code=400)
+
+    @app.exception_handler(Exception)
+    async def _crash(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("gateway error on %s", request.url.path)
+        err = p.APIError(500, f"internal error: {type(exc).__name__}: {exc}", type="server_error")
+        return JSONResponse(err.body(), status_code=500)
+
+    @app.middleware("http")
+    async def _auth(request: Request, call_next: Any) -> Response:
+        try:
+            gw.check_auth(request)
+        except p.APIError as exc:
+            return JSONResponse(exc.body(), status_code=exc.status)
+        return await call_next(request)
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "model": engine.model_name, "weight_version": engine.weight_version}
+
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [
+            {"id": m, "object": "model", "created": 0, "owned_by": "tracerl", "max_model_len": engine.max_context}
+            for m in sorted(gw.models)
+        ]}
+
+    async def chat(request: Request, session_id: str | None = None) -> Response:
+        return await gw.chat(request, session_id)
+
+    async def completions(request: Request, session_id: str | None = None) -> Response:
+        return await gw.completions(request, session_id)
+
+    for prefix in ("", "/sessions/{session_id}"):
+        app.add_api_route(prefix + "/v1/models", models, methods=["GET"])
+        app.add_api_route(prefix + "/v1/chat/completions", chat, methods=["POST"])
+        app.add_api_route(prefix + "/v1/completions", completions, methods=["POST"])
+    app.add_api_route("/v1/traces", gw.otlp, methods=["POST"])
+    app.add_middleware(_BodyLimit, limit=max_body_bytes)
+    return app

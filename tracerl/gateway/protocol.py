@@ -1,0 +1,157 @@
+"""OpenAI-compatible request models, errors and response shapes for the gateway."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from tracerl.engines.base import SamplingParams
+
+_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+
+
+class APIError(Exception):
+    """An OpenAI-style error: ``{"error": {"message", "type", "param", "code"}}`` with a 4xx."""
+
+    def __init__(self, status: int, message: str, *, type: str = "invalid_request_error",
+                 param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+class ChatMessage(BaseModel):
+    """One request message. Content may be text or a list of parts (text parts are used)."""
+
+    model_config = ConfigDict(extra="allow")
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[dict[str, Any]] | None = None
+    name: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+
+    def text(self) -> str | None:
+        if isinstance(self.content, list):
+            return "".join(str(p.get("text", "")) for p in self.content if p.get("type", "text") == "text")
+        return self.content
+
+
+class _Sampling(BaseModel):
+    model_config = ConfigDict(extra="allow")  # clients send fields we do not use (user, store, ...)
+    model: str
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, gt=0, le=1)
+    top_k: int | None = Field(None, ge=-1)  # vLLM extra; -1 or 0 disable
+    max_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    n: int = Field(1, ge=1, le=64)
+    stream: bool = False
+    stream_options: dict[str, Any] | None = None
+    return_token_ids: bool = False  # vLLM extra: prompt_token_ids + choices[i].token_ids
+
+    @field_validator("stop")
+    @classmethod
+    def _stop(cls, v: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(v, list) and len(v) > 16:
+            raise ValueError("at most 16 stop sequences")
+        return v
+
+    def sampling(self, max_tokens: int) -> SamplingParams:
+        stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
+        return SamplingParams(
+            max_tokens=max_tokens,
+            temperature=1.0 if self.temperature is None else self.temperature,
+            top_p=1.0 if self.top_p is None else self.top_p,
+            top_k=max(0, self.top_k or 0),
+            stop=tuple(s for s in stop if s),
+            seed=self.seed,
+            n=self.n,
+        )
+
+    @property
+    def requested_max_tokens(self) -> int | None:
+        return self.max_completion_tokens or self.max_tokens
+
+
+class ChatRequest(_Sampling):
+    messages: list[ChatMessage] = Field(min_length=1)
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: Any = None
+    logprobs: bool = False
+    top_logprobs: int | None = Field(None, ge=0, le=20)
+
+
+class CompletionRequest(_Sampling):
+    prompt: str | list[int] | list[str] | list[list[int]]
+    logprobs: int | None = Field(None, ge=0, le=20)
+    echo: bool = False
+
+
+def template_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
+    """Messages as chat templates expect them: text content, tool-call arguments as objects."""
+    out = []
+    for m in messages:
+        doc: dict[str, Any] = {"role": m.role, "content": m.text() or ""}
+        if m.name:
+            doc["name"] = m.name
+        if m.tool_call_id:
+            doc["tool_call_id"] = m.tool_call_id
+        if m.tool_calls:
+            calls = []
+            for tc in m.tool_calls:
+                fn = tc.get("function") or {}
+                args = fn.get("arguments", "{}")
+                try:
+                    args = json.loads(args) if isinstance(args, str) else args
+                except ValueError:
+                    pass  # keep the raw text; the template prints it as is
+                calls.append({"id": tc.get("id"), "type": "function",
+                              "function": {"name": fn.get("name", ""), "arguments": args}})
+            doc["tool_calls"] = calls
+        out.append(doc)
+    return out
+
+
+def parse_tool_calls(text: str) -> tuple[str | None, list[dict[str, Any]]]:
+    """Split model text into content and OpenAI ``tool_calls`` (Hermes ``<tool_call>`` JSON).
+
+    A block that is not valid JSON with a "name" stays in the content, as the model wrote it.
+    """
+    calls: list[dict[str, Any]] = []
+
+    def take(match: re.Match[str]) -> str:
+        try:
+            doc = json.loads(match.group(1))
+        except ValueError:
+            return match.group(0)
+        if not isinstance(doc, dict) or not isinstance(doc.get("name"), str):
+            return match.group(0)
+        args = doc.get("arguments", {})
+        calls.append({
+            "id": f"call_{uuid.uuid4().hex[:24]}",
+            "type": "function",
+            "function": {"name": doc["name"], "arguments": args if isinstance(args, str) else json.dumps(args)},
+        })
+        return ""
+
+    content = _TOOL_CALL.sub(take, text)
+    if calls:
+        content = content.strip()
+    return (content or None) if calls else text, calls
+
+
+def completion_id(prefix: str = "chatcmpl") -> str:
+    return f"{prefix}-{uuid.uuid4().hex}"
+
+
+def now() -> int:
+    return int(time.time())

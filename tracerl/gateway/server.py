@@ -1,0 +1,84 @@
+"""Run the gateway: in-process for tests and the trainer, or from ``tracerl gateway serve``."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import threading
+import time
+from typing import Any
+
+from tracerl.core.errors import ConfigError
+from tracerl.core.store import SpanStore
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, api_key: str | None) -> None:
+    """Refuse to expose an unauthenticated model server beyond this machine."""
+    if not is_loopback(host) and not api_key:
+        raise ConfigError(
+            f"refusing to serve on {host} without an API key: anyone who can reach it could use "
+            "the model and write spans. Pass --api-key (or bind 127.0.0.1)"
+        )
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+class GatewayServer:
+    """``with GatewayServer(engine, store) as gw:`` serves on ``gw.url`` (127.0.0.1, a free port)."""
+
+    def __init__(self, engine: Any, store: SpanStore | str | None = None, *, host: str = "127.0.0.1",
+                 port: int = 0, api_key: str | None = None, model_aliases: tuple[str, ...] = (),
+                 log_level: str = "warning"):
+        import uvicorn
+
+        from .app import create_app
+
+        check_bind(host, api_key)
+        self.engine = engine
+        self.store = store if isinstance(store, SpanStore) else SpanStore(store)
+        self.host, self.port = host, port or _free_port(host)
+        self.app = create_app(engine, self.store, api_key=api_key, model_aliases=model_aliases)
+        config = uvicorn.Config(self.app, host=self.host, port=self.port, log_level=log_level, lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def session_url(self, session_id: str) -> str:
+        return f"{self.url}/sessions/{session_id}/v1"
+
+    def start(self, timeout_s: float = 30.0) -> GatewayServer:
+        self._thread = threading.Thread(target=self._server.run, name="tracerl-gateway", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise ConfigError(f"the gateway did not start on {self.url}")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def __enter__(self) -> GatewayServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
