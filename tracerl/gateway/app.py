@@ -129,6 +129,43 @@ class Gateway:
     async def record(self, records: list[SpanRecord]) -> None:
         await run_in_threadpool(self.store.add, records)
 
+    async def run_and_record(
+        self, request: Request, path_session: str | None, req: p.ChatRequest | p.CompletionRequest,
+        prompt_ids: list[int], shape: Callable[[Generation, int], tuple[dict[str, Any], dict[str, Any]]],
+    ) -> tuple[str, list[Generation], list[dict[str, Any]], dict[str, int]]:
+        """Generate, shape each choice, write one span per choice; return (id, gens, choices, usage).
+
+        ``shape(gen, index)`` returns (the response choice, the assistant message recorded).
+        """
+        session, trace_id, parent = self.session_of(path_session, dict(request.headers))
+        params = req.sampling(self.max_tokens(len(prompt_ids), req.requested_max_tokens))
+        start = time.time_ns()
+        gens = await self.engine.generate(prompt_ids, params)
+        end = time.time_ns()
+        rid = p.completion_id("chatcmpl" if isinstance(req, p.ChatRequest) else "cmpl")
+        shaped = [shape(g, i) for i, g in enumerate(gens)]
+        key = session or f"trace:{trace_id}"
+        await self.record([
+            gateway_span(CallRecord(
+                session=session, trace_id=trace_id, parent_span_id=parent, sequence=self.next_sequence(key),
+                request=req, prompt_ids=prompt_ids, generation=g, message=message,
+                finish_reason=choice["finish_reason"], response_id=rid, model=self.engine.model_name,
+                start_ns=start, end_ns=end, stream=req.stream,
+            ))
+            for g, (choice, message) in zip(gens, shaped)
+        ])
+        completion = sum(len(g.token_ids) for g in gens)
+        usage = {"prompt_tokens": len(prompt_ids), "completion_tokens": completion,
+                 "total_tokens": len(prompt_ids) + completion}
+        return rid, gens, [c for c, _ in shaped], usage
+
+    def text_of(self, gen: Generation) -> str:
+        """The returned text: special tokens dropped, cut before a stop string (ids keep it)."""
+        text = self.engine.tokenizer.decode(gen.token_ids, skip_special_tokens=True)
+        if isinstance(gen.stop_reason, str) and gen.stop_reason in text:
+            text = text[: text.index(gen.stop_reason)]
+        return text
+
     # -- chat -------------------------------------------------------------------------
 
     def chat_prompt(self, req: p.ChatRequest) -> list[int]:
@@ -141,10 +178,8 @@ class Gateway:
             raise p.APIError(400, f"the chat template rejected these messages: {exc}", param="messages") from exc
         return list(ids)
 
-    def choice(self, gen: Generation, index: int, req: p.ChatRequest) -> dict[str, Any]:
-        text = self.engine.tokenizer.decode(gen.token_ids, skip_special_tokens=True)
-        if isinstance(gen.stop_reason, str) and gen.stop_reason in text:
-            text = text[: text.index(gen.stop_reason)]
+    def choice(self, gen: Generation, index: int, req: p.ChatRequest) -> tuple[dict[str, Any], dict[str, Any]]:
+        text = self.text_of(gen)
         content, calls = p.parse_tool_calls(text) if req.tools else (text, [])
         message: dict[str, Any] = {"role": "assistant", "content": content}
         if calls:
@@ -155,7 +190,7 @@ class Gateway:
             choice["logprobs"] = {"content": self.token_logprobs(gen)}
         if req.return_token_ids:
             choice["token_ids"] = gen.token_ids
-        return choice
+        return choice, message
 
     def token_logprobs(self, gen: Generation) -> list[dict[str, Any]]:
         tok = self.engine.tokenizer
@@ -168,26 +203,9 @@ class Gateway:
     async def chat(self, request: Request, path_session: str | None) -> Response:
         req = p.ChatRequest.model_validate(await _json_body(request))
         self.check_model(req.model)
-        session, trace_id, parent = self.session_of(path_session, dict(request.headers))
         prompt_ids = self.chat_prompt(req)
-        params = req.sampling(self.max_tokens(len(prompt_ids), req.requested_max_tokens))
-        start = time.time_ns()
-        gens = await self.engine.generate(prompt_ids, params)
-        end = time.time_ns()
-        rid = p.completion_id()
-        choices = [self.choice(g, i, req) for i, g in enumerate(gens)]
-        key = session or f"trace:{trace_id}"
-        await self.record([
-            gateway_span(CallRecord(
-                session=session, trace_id=trace_id, parent_span_id=parent, sequence=self.next_sequence(key),
-                request=req, prompt_ids=prompt_ids, generation=g, message=c["message"],
-                finish_reason=c["finish_reason"], response_id=rid, model=self.engine.model_name,
-                start_ns=start, end_ns=end, stream=req.stream,
-            ))
-            for g, c in zip(gens, choices)
-        ])
-        usage = {"prompt_tokens": len(prompt_ids), "completion_tokens": sum(len(g.token_ids) for g in gens),
-                 "total_tokens": len(prompt_ids) + sum(len(g.token_ids) for g in gens)}
+        rid, gens, choices, usage = await self.run_and_record(
+            request, path_session, req, prompt_ids, lambda g, i: self.choice(g, i, req))
         doc: dict[str, Any] = {"id": rid, "object": "chat.completion", "created": p.now(),
                                "model": self.engine.model_name, "choices": choices, "usage": usage}
         if req.return_token_ids:
@@ -198,52 +216,40 @@ class Gateway:
 
     # -- completions ------------------------------------------------------------------
 
-    async def completions(self, request: Request, path_session: str | None) -> Response:
-        req = p.CompletionRequest.model_validate(await _json_body(request))
-        self.check_model(req.model)
-        if req.stream:
-            raise p.APIError(400, "streaming is supported on /v1/chat/completions only", param="stream")
+    def completion_prompt(self, req: p.CompletionRequest) -> list[int]:
         prompt = req.prompt
         if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int):
             if len(prompt) != 1:
                 raise p.APIError(400, "send one prompt per request (a batch of prompts is not supported)", param="prompt")
             prompt = prompt[0]
-        prompt_ids = list(prompt) if isinstance(prompt, list) else self.engine.tokenizer.encode(prompt, add_special_tokens=False)
-        if not prompt_ids:
+        tok = self.engine.tokenizer
+        ids = list(prompt) if isinstance(prompt, list) else tok.encode(prompt, add_special_tokens=False)
+        if not ids:
             raise p.APIError(400, "prompt is empty", param="prompt")
-        vocab = len(self.engine.tokenizer)
-        if any(not isinstance(t, int) or not 0 <= t < vocab for t in prompt_ids):
-            raise p.APIError(400, f"prompt token ids must be integers in [0, {vocab})", param="prompt")
-        session, trace_id, parent = self.session_of(path_session, dict(request.headers))
-        params = req.sampling(self.max_tokens(len(prompt_ids), req.requested_max_tokens))
-        start = time.time_ns()
-        gens = await self.engine.generate(prompt_ids, params)
-        end = time.time_ns()
-        rid = p.completion_id("cmpl")
-        choices = []
-        for i, g in enumerate(gens):
-            text = self.engine.tokenizer.decode(g.token_ids, skip_special_tokens=True)
-            if isinstance(g.stop_reason, str) and g.stop_reason in text:
-                text = text[: text.index(g.stop_reason)]
-            choice: dict[str, Any] = {"index": i, "text": text, "finish_reason": g.finish_reason, "logprobs": None}
-            if req.logprobs is not None:
-                pieces = [self.engine.tokenizer.decode([t], skip_special_tokens=False) for t in g.token_ids]
-                choice["logprobs"] = {"tokens": pieces, "token_logprobs": g.logprobs, "top_logprobs": None, "text_offset": None}
-            if req.return_token_ids:
-                choice["prompt_token_ids"], choice["token_ids"] = prompt_ids, g.token_ids
-            choices.append(choice)
-        key = session or f"trace:{trace_id}"
-        await self.record([
-            gateway_span(CallRecord(
-                session=session, trace_id=trace_id, parent_span_id=parent, sequence=self.next_sequence(key),
-                request=req, prompt_ids=prompt_ids, generation=g, message={"role": "assistant", "content": c["text"]},
-                finish_reason=c["finish_reason"], response_id=rid, model=self.engine.model_name,
-                start_ns=start, end_ns=end, stream=False,
-            ))
-            for g, c in zip(gens, choices)
-        ])
-        usage = {"prompt_tokens": len(prompt_ids), "completion_tokens": sum(len(g.token_ids) for g in gens),
-                 "total_tokens": len(prompt_ids) + sum(len(g.token_ids) for g in gens)}
+        if any(not isinstance(t, int) or not 0 <= t < len(tok) for t in ids):
+            raise p.APIError(400, f"prompt token ids must be integers in [0, {len(tok)})", param="prompt")
+        return ids
+
+    def completion_choice(self, gen: Generation, index: int, req: p.CompletionRequest,
+                          prompt_ids: list[int]) -> tuple[dict[str, Any], dict[str, Any]]:
+        text = self.text_of(gen)
+        choice: dict[str, Any] = {"index": index, "text": text, "finish_reason": gen.finish_reason, "logprobs": None}
+        if req.logprobs is not None:
+            pieces = [self.engine.tokenizer.decode([t], skip_special_tokens=False) for t in gen.token_ids]
+            choice["logprobs"] = {"tokens": pieces, "token_logprobs": gen.logprobs, "top_logprobs": None,
+                                  "text_offset": None}
+        if req.return_token_ids:
+            choice["prompt_token_ids"], choice["token_ids"] = prompt_ids, gen.token_ids
+        return choice, {"role": "assistant", "content": text}
+
+    async def completions(self, request: Request, path_session: str | None) -> Response:
+        req = p.CompletionRequest.model_validate(await _json_body(request))
+        self.check_model(req.model)
+        if req.stream:
+            raise p.APIError(400, "streaming is supported on /v1/chat/completions only", param="stream")
+        prompt_ids = self.completion_prompt(req)
+        rid, _, choices, usage = await self.run_and_record(
+            request, path_session, req, prompt_ids, lambda g, i: self.completion_choice(g, i, req, prompt_ids))
         return JSONResponse({"id": rid, "object": "text_completion", "created": p.now(),
                              "model": self.engine.model_name, "choices": choices, "usage": usage})
 

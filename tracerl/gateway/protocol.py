@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
@@ -110,10 +111,8 @@ def template_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
             for tc in m.tool_calls:
                 fn = tc.get("function") or {}
                 args = fn.get("arguments", "{}")
-                try:
+                with contextlib.suppress(ValueError):  # else keep the raw text, printed as is
                     args = json.loads(args) if isinstance(args, str) else args
-                except ValueError:
-                    pass  # keep the raw text; the template prints it as is
                 calls.append({"id": tc.get("id"), "type": "function",
                               "function": {"name": fn.get("name", ""), "arguments": args}})
             doc["tool_calls"] = calls
