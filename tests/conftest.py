@@ -30,3 +30,13 @@ def memory_provider():
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     yield provider, exporter
     provider.shutdown()
+
+
+@pytest.fixture(scope="session")
+def tiny_engine():
+    """The bundled tiny model behind a TorchEngine, shared by the session (loads in ~1 s)."""
+    from tracerl.engines.torch_engine import TorchEngine
+
+    engine = TorchEngine(batch_window_ms=10)
+    yield engine
+    engine.shutdown()

@@ -299,3 +299,48 @@ def calculator_script(messages: list[dict[str, Any]], tools: list[dict[str, Any]
         return {"content": None, "tool_calls": [{"name": "calculator", "arguments": {"expression": expr}}]}
     a, op, b = int(match[1]), match[2], int(match[3])
     return f"The answer is {a + b if op == '+' else a - b if op == '-' else a * b}."
+
+
+class ScriptedEngine:
+    """An :class:`~tracerl.engines.base.Engine` that answers from a script, for testing agents
+    through the real gateway (templating, tool-call parsing, spans) without a trained model.
+
+    ``script(prompt_text) -> reply text``; the reply is tokenized with ``tokenizer`` (any HF
+    tokenizer, e.g. the bundled tiny model's) and ends with its EOS token.
+    """
+
+    def __init__(self, tokenizer: Any, script: Callable[[str], str], *, model_name: str = "scripted",
+                 max_context: int = 4096, logprob: float = -0.25):
+        self._tokenizer = tokenizer
+        self.script = script
+        self.model_name = model_name
+        self.weight_version = 0
+        self._max_context = max_context
+        self.logprob = logprob
+        self.prompts: list[list[int]] = []
+
+    @property
+    def tokenizer(self) -> Any:
+        return self._tokenizer
+
+    @property
+    def max_context(self) -> int:
+        return self._max_context
+
+    async def generate(self, prompt_ids: list[int], params: Any) -> list[Any]:
+        from .engines.base import Generation
+
+        self.prompts.append(list(prompt_ids))
+        text = self.script(self._tokenizer.decode(prompt_ids, skip_special_tokens=False))
+        ids = [*self._tokenizer.encode(text, add_special_tokens=False), self._tokenizer.eos_token_id]
+        ids = ids[: params.max_tokens]
+        finish = "stop" if ids[-1] == self._tokenizer.eos_token_id else "length"
+        return [Generation(list(ids), [self.logprob] * len(ids), finish, self.weight_version,
+                           self._tokenizer.eos_token_id if finish == "stop" else None)
+                for _ in range(params.n)]
+
+    def update_weights(self, state_dict: dict[str, Any], version: int) -> None:
+        self.weight_version = version
+
+    async def close(self) -> None:
+        pass

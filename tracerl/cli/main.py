@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from tracerl.cli import traces
+from tracerl.cli import serve, traces
 
 app = typer.Typer(
     help=(
@@ -18,16 +18,25 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(traces.app, name="traces")
+app.add_typer(serve.gateway_app, name="gateway")
+app.add_typer(serve.model_app, name="model")
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: a TracerlError becomes one readable line on stderr and exit code 1."""
+    from pydantic import ValidationError
+
     from tracerl.core.errors import TracerlError
 
     try:
         app(args=argv, standalone_mode=False)
     except TracerlError as exc:
         print(f"tracerl: error: {exc}", file=sys.stderr)
+        return 1
+    except ValidationError as exc:  # a bad setting: name the field and the rule, on one line
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first.get("loc", ())) or exc.title
+        print(f"tracerl: error: {where}: {first.get('msg')} (got {first.get('input')!r})", file=sys.stderr)
         return 1
     except typer.Abort:
         return 130

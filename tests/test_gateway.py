@@ -1,0 +1,240 @@
+"""The gateway with the bundled tiny model, driven by real clients over real HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import pytest
+from openai import AsyncOpenAI, BadRequestError, NotFoundError, OpenAI
+
+from tracerl.core.convert import episode_from_spans
+from tracerl.core.store import SpanStore
+from tracerl.engines.base import SamplingParams
+from tracerl.gateway import GatewayServer
+from tracerl.gateway.protocol import parse_tool_calls
+from tracerl.testing import ScriptedEngine
+
+MSG = [{"role": "user", "content": "What is 12 + 30?"}]
+TOOLS = [{"type": "function", "function": {
+    "name": "calculator", "description": "Evaluate an arithmetic expression.",
+    "parameters": {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]}}}]
+
+
+@pytest.fixture
+def store(tmp_path):
+    with SpanStore(tmp_path / "gw.db") as s:
+        yield s
+
+
+@pytest.fixture
+def gateway(tiny_engine, store):
+    with GatewayServer(tiny_engine, store) as gw:
+        yield gw
+
+
+def _spans(store, session):
+    return [r for r in store.spans(session_id=session) if r.attributes.get("tracerl.source") == "gateway"]
+
+
+def test_openai_sync_tokens_in_span_decode_to_returned_text(gateway, store, tiny_engine):
+    client = OpenAI(base_url=gateway.session_url("s-sync"), api_key="x")
+    reply = client.chat.completions.create(model="tracerl-tiny", messages=MSG, max_tokens=24, temperature=1.0)
+    (span,) = _spans(store, "s-sync")
+    a = span.attributes
+    tok = tiny_engine.tokenizer
+    assert tok.decode(a["tracerl.llm.response_token_ids"], skip_special_tokens=True) == reply.choices[0].message.content
+    assert a["tracerl.llm.prompt_token_ids"] == list(tok.apply_chat_template(
+        MSG, add_generation_prompt=True, tokenize=True, return_dict=False))
+    assert len(a["tracerl.llm.response_logprobs"]) == len(a["tracerl.llm.response_token_ids"])
+    assert a["gen_ai.response.id"] == reply.id and a["tracerl.llm.sequence"] == 0
+    assert reply.usage.completion_tokens == len(a["tracerl.llm.response_token_ids"])
+
+
+def test_streaming_and_non_streaming_record_the_same_data(gateway, store):
+    client = OpenAI(base_url=gateway.session_url("s-stream"), api_key="x")
+    plain = client.chat.completions.create(model="tracerl-tiny", messages=MSG, max_tokens=24, seed=7)
+    chunks = list(client.chat.completions.create(
+        model="tracerl-tiny", messages=MSG, max_tokens=24, seed=7, stream=True, stream_options={"include_usage": True}))
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert streamed == plain.choices[0].message.content
+    assert chunks[-1].usage.completion_tokens == plain.usage.completion_tokens
+    first, second = _spans(store, "s-stream")
+    keys = ("tracerl.llm.prompt_token_ids", "tracerl.llm.response_token_ids", "tracerl.llm.response_logprobs",
+            "gen_ai.output.messages", "gen_ai.input.messages")
+    assert all(first.attributes[k] == second.attributes[k] for k in keys)
+    assert (first.attributes["gen_ai.request.stream"], second.attributes["gen_ai.request.stream"]) == (False, True)
+    assert sorted(s.attributes["tracerl.llm.sequence"] for s in (first, second)) == [0, 1]
+
+
+async def test_async_client_concurrent_requests_are_batched(gateway, store, tiny_engine):
+    client = AsyncOpenAI(base_url=gateway.session_url("s-async"), api_key="x")
+    before = tiny_engine.batches
+    replies = await asyncio.gather(*(
+        client.chat.completions.create(model="tracerl-tiny", messages=[{"role": "user", "content": f"What is {i} + 1?"}],
+                                       max_tokens=16) for i in range(12)))
+    await client.close()
+    assert len(replies) == 12
+    assert tiny_engine.batches - before < 12  # requests shared forward passes
+    assert sorted(s.attributes["tracerl.llm.sequence"] for s in _spans(store, "s-async")) == list(range(12))
+
+
+def test_logprobs_match_a_trainer_side_recomputation(gateway, store, tiny_engine):
+    import torch
+
+    client = OpenAI(base_url=gateway.session_url("s-lp"), api_key="x")
+    for temperature in (1.0, 0.7):
+        reply = client.chat.completions.create(model="tracerl-tiny", messages=MSG, max_tokens=24,
+                                               temperature=temperature, logprobs=True)
+        returned = [t.logprob for t in reply.choices[0].logprobs.content]
+        span = max(_spans(store, "s-lp"), key=lambda s: s.attributes["tracerl.llm.sequence"])
+        prompt, response = span.attributes["tracerl.llm.prompt_token_ids"], span.attributes["tracerl.llm.response_token_ids"]
+        ids = torch.tensor([prompt + response])
+        with torch.no_grad():
+            logits = tiny_engine.model(input_ids=ids).logits[0, len(prompt) - 1 : -1].float()  # [R, V]
+        recomputed = torch.log_softmax(logits / temperature, -1).gather(-1, torch.tensor(response)[:, None])[:, 0]
+        assert torch.allclose(recomputed, torch.tensor(returned), atol=1e-4)
+        assert returned == span.attributes["tracerl.llm.response_logprobs"]
+
+
+def test_sampling_parameters_are_honoured(tiny_engine):
+    prompt = list(tiny_engine.tokenizer.apply_chat_template(MSG, add_generation_prompt=True, tokenize=True, return_dict=False))
+    a = tiny_engine.generate_sync(prompt, SamplingParams(max_tokens=12, seed=3, n=2))
+    b = tiny_engine.generate_sync(prompt, SamplingParams(max_tokens=12, seed=3, n=2))
+    assert [g.token_ids for g in a] == [g.token_ids for g in b]  # seeded
+    assert all(len(g.token_ids) <= 12 for g in a)
+    greedy = tiny_engine.generate_sync(prompt, SamplingParams(max_tokens=12, temperature=0))
+    again = tiny_engine.generate_sync(prompt, SamplingParams(max_tokens=12, temperature=0))
+    assert greedy[0].token_ids == again[0].token_ids
+    top1 = tiny_engine.generate_sync(prompt, SamplingParams(max_tokens=12, top_k=1, seed=1))
+    assert top1[0].token_ids == greedy[0].token_ids and all(lp == 0.0 for lp in top1[0].logprobs)
+    nucleus = tiny_engine.generate_sync(prompt, SamplingParams(max_tokens=12, top_p=1e-6, seed=2))
+    assert nucleus[0].token_ids == greedy[0].token_ids
+
+
+def test_stop_strings_cut_the_text_but_not_the_recorded_tokens(gateway, store, tiny_engine):
+    client = OpenAI(base_url=gateway.session_url("s-stop"), api_key="x")
+    full = client.chat.completions.create(model="tracerl-tiny", messages=MSG, max_tokens=24, temperature=0)
+    text = full.choices[0].message.content
+    assert len(text) > 3
+    stop = text[2:4]
+    cut = client.chat.completions.create(model="tracerl-tiny", messages=MSG, max_tokens=24, temperature=0, stop=[stop])
+    assert cut.choices[0].message.content == text[: text.index(stop)]
+    assert cut.choices[0].finish_reason == "stop"
+
+
+def test_session_from_path_baggage_traceparent_or_unassigned(gateway, store):
+    body = {"model": "tracerl-tiny", "messages": MSG, "max_tokens": 4}
+    trace_id, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    httpx.post(f"{gateway.url}/v1/chat/completions", json=body,
+               headers={"baggage": "tracerl.session_id=from-baggage",
+                        "traceparent": f"00-{trace_id}-{parent}-01"}).raise_for_status()
+    (span,) = _spans(store, "from-baggage")
+    assert (span.trace_id, span.parent_span_id) == (trace_id, parent)
+    httpx.post(f"{gateway.url}/v1/chat/completions", json=body).raise_for_status()
+    assert len(_spans(store, "unassigned")) == 1
+
+
+def test_vllm_style_token_id_extras(gateway):
+    doc = httpx.post(f"{gateway.url}/v1/chat/completions", json={
+        "model": "tracerl-tiny", "messages": MSG, "max_tokens": 8, "return_token_ids": True, "logprobs": True}).json()
+    choice = doc["choices"][0]
+    assert isinstance(doc["prompt_token_ids"], list) and len(choice["token_ids"]) == len(choice["logprobs"]["content"])
+    comp = httpx.post(f"{gateway.url}/v1/completions", json={
+        "model": "tracerl-tiny", "prompt": doc["prompt_token_ids"], "max_tokens": 8, "return_token_ids": True,
+        "logprobs": 1}).json()
+    assert comp["choices"][0]["prompt_token_ids"] == doc["prompt_token_ids"]
+    assert len(comp["choices"][0]["logprobs"]["token_logprobs"]) == len(comp["choices"][0]["token_ids"])
+
+
+def test_bad_requests_get_openai_style_4xx_and_the_server_lives(gateway, store):
+    url = f"{gateway.url}/v1/chat/completions"
+    cases = [
+        (httpx.post(url, content=b"{not json"), 400),
+        (httpx.post(url, json={"model": "nope", "messages": MSG}), 404),
+        (httpx.post(url, json={"model": "tracerl-tiny", "messages": [{"role": "wizard", "content": "x"}]}), 400),
+        (httpx.post(url, json={"model": "tracerl-tiny", "messages": []}), 400),
+        (httpx.post(url, json={"model": "tracerl-tiny", "messages": "hello"}), 400),
+        (httpx.post(url, json={"model": "tracerl-tiny", "messages": MSG, "max_tokens": 10**6}), 400),
+        (httpx.post(url, json={"model": "tracerl-tiny", "messages": MSG, "temperature": -1}), 400),
+        (httpx.post(url, content=b"x" * (33 * 2**20), headers={"content-type": "application/json"}), 413),
+        (httpx.post(f"{gateway.url}/v1/completions", json={"model": "tracerl-tiny", "prompt": [10**9]}), 400),
+        (httpx.post(f"{gateway.url}/v1/traces", content=b"\x00garbage", headers={"content-type": "application/x-protobuf"}), 400),
+    ]
+    for response, status in cases:
+        assert response.status_code == status, response.text
+        assert set(response.json()["error"]) >= {"message", "type"}
+    with pytest.raises(NotFoundError):
+        OpenAI(base_url=gateway.url + "/v1", api_key="x").chat.completions.create(model="gpt-4o", messages=MSG)
+    with pytest.raises(BadRequestError, match="context"):
+        OpenAI(base_url=gateway.url + "/v1", api_key="x").chat.completions.create(
+            model="tracerl-tiny", messages=MSG, max_tokens=10**6)
+    assert httpx.get(f"{gateway.url}/health").json()["status"] == "ok"
+    assert store.count() == 0  # nothing was recorded for refused calls
+
+
+def test_api_key_and_bind_address(tiny_engine, store):
+    from tracerl.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="without an API key"):
+        GatewayServer(tiny_engine, store, host="0.0.0.0")
+    with GatewayServer(tiny_engine, store, api_key="s3cret") as gw:
+        assert httpx.get(f"{gw.url}/v1/models").status_code == 401
+        assert httpx.get(f"{gw.url}/health").status_code == 200
+        ok = OpenAI(base_url=gw.url + "/v1", api_key="s3cret").chat.completions.create(
+            model="tracerl-tiny", messages=MSG, max_tokens=2)
+        assert ok.choices[0].message is not None
+
+
+def test_otlp_receiver_stores_protobuf_and_json(gateway, store):
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{gateway.url}/v1/traces")))
+    with provider.get_tracer("remote-agent").start_as_current_span("agent step", attributes={"tracerl.session.id": "remote"}):
+        pass
+    provider.shutdown()
+    assert [r.name for r in store.spans(session_id="remote")] == ["agent step"]
+    body = {"resourceSpans": [{"scopeSpans": [{"spans": [{
+        "traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174", "name": "json span",
+        "startTimeUnixNano": "1", "endTimeUnixNano": "2",
+        "attributes": [{"key": "tracerl.session.id", "value": {"stringValue": "remote"}}]}]}]}]}
+    assert httpx.post(f"{gateway.url}/v1/traces", json=body).status_code == 200
+    assert sorted(r.name for r in store.spans(session_id="remote")) == ["agent step", "json span"]
+
+
+def test_tool_calls_parsed_and_multi_turn_joins_into_one_sequence(tiny_engine, store):
+    def script(prompt: str) -> str:
+        if "<|im_start|>tool" in prompt or "tool_response" in prompt:
+            return "The answer is 42."
+        return '<tool_call>{"name": "calculator", "arguments": {"expression": "12 + 30"}}</tool_call>'
+
+    engine = ScriptedEngine(tiny_engine.tokenizer, script, model_name="tracerl-tiny")
+    with GatewayServer(engine, store) as gw:
+        client = OpenAI(base_url=gw.session_url("s-tools"), api_key="x")
+        messages = list(MSG)
+        first = client.chat.completions.create(model="tracerl-tiny", messages=messages, tools=TOOLS)
+        call = first.choices[0].message.tool_calls[0]
+        assert first.choices[0].finish_reason == "tool_calls" and call.function.name == "calculator"
+        assert json.loads(call.function.arguments) == {"expression": "12 + 30"}
+        messages += [first.choices[0].message.model_dump(exclude_none=True),
+                     {"role": "tool", "tool_call_id": call.id, "content": "42"}]
+        second = client.chat.completions.create(model="tracerl-tiny", messages=messages, tools=TOOLS)
+        assert second.choices[0].message.content == "The answer is 42."
+    ep = episode_from_spans(store.spans(session_id="s-tools"))
+    (traj,) = ep.trajectories
+    assert [s.sequence for s in traj.steps] == [0, 1] and traj.steps[0].metadata["tool_names"] == ["calculator"]
+    # token-in/token-out: the second prompt extends the first prompt + response exactly
+    assert len(traj.sequences) == 1 and traj.prefix_breaks == 0
+    assert sum(traj.sequences[0].mask) == sum(len(s.response_ids) for s in traj.steps)
+
+
+def test_parse_tool_calls_keeps_malformed_blocks_as_text():
+    assert parse_tool_calls("no tools here") == ("no tools here", [])
+    content, calls = parse_tool_calls('ok <tool_call>{"name": "f", "arguments": {"a": 1}}</tool_call>')
+    assert content == "ok" and calls[0]["function"] == {"name": "f", "arguments": '{"a": 1}'}
+    broken = "<tool_call>{not json}</tool_call>"
+    assert parse_tool_calls(broken) == (broken, [])
