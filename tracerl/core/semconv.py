@@ -18,6 +18,7 @@ can ride on a span of any dialect.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,6 +56,8 @@ BAGGAGE_SESSION_KEY = "tracerl.session_id"
 GENAI_LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "completion"})
 LEGACY_REQUEST_TYPES = frozenset({"chat", "completion", "acompletion"})
 GENAI_AGENT_OPERATIONS = frozenset({"invoke_agent", "create_agent"})
+# Finish reasons in OpenAI's words (Step is OpenAI-shaped); GenAI semconv says "tool_call".
+FINISH_REASONS = {"tool_call": "tool_calls", "function_call": "tool_calls"}
 
 
 def is_llm_span(attrs: dict[str, Any]) -> bool:
@@ -127,24 +130,31 @@ def read_llm_call(span: SpanRecord) -> LLMCall:
     a = span.attributes
     call = LLMCall(span=span)
     _read_tracerl(a, call)
+    with contextlib.suppress(ValueError, TypeError, AttributeError):  # malformed: keep what was read
+        _read_messages(a, call)
+    if a.get(SPAN_TYPE) == "llm":
+        call.dialect = "tracerl"
+    _read_genai_common(a, call)
+    call.finish_reason = FINISH_REASONS.get(call.finish_reason or "", call.finish_reason)
+    return call
+
+
+# --- readers ----------------------------------------------------------------------------
+
+
+def _read_messages(a: dict[str, Any], call: LLMCall) -> None:
+    """Messages, tools and usage from whichever dialect the span is written in."""
     if "gen_ai.input.messages" in a or "gen_ai.output.messages" in a:
         call.dialect = "genai"
         _read_genai_json(a, call)
     elif "llm.input_messages.0.message.role" in a or "openinference.span.kind" in a:
         call.dialect = "openinference"
         _read_openinference(a, call)
-    elif "gen_ai.prompt.0.role" in a or "gen_ai.completion.0.role" in a or "gen_ai.prompt.0.content" in a:
+    elif any(k.startswith(("gen_ai.prompt.0.", "gen_ai.completion.0.")) for k in a):
         call.dialect = "genai_flat"
         _read_genai_flat(a, call)
     else:
         call.dialect = "genai" if "gen_ai.operation.name" in a else call.dialect
-    if a.get(SPAN_TYPE) == "llm":
-        call.dialect = "tracerl"
-    _read_genai_common(a, call)
-    return call
-
-
-# --- readers ----------------------------------------------------------------------------
 
 
 def _int_list(value: Any) -> list[int] | None:
@@ -213,8 +223,29 @@ def _read_genai_common(a: dict[str, Any], call: LLMCall) -> None:
         )
     if not call.tools:
         tools = _loads(a.get("gen_ai.tool.definitions"))
-        if isinstance(tools, list):
-            call.tools = [t for t in tools if isinstance(t, dict)]
+        if not isinstance(tools, list):  # LiteLLM's otel callback, older OpenLLMetry
+            tools = _indexed(unflatten(a, "llm.request.functions."))
+        call.tools = [d for d in map(tool_definition, tools) if d is not None]
+
+
+def tool_definition(t: Any) -> dict[str, Any] | None:
+    """A tool definition in OpenAI chat shape ``{"type": "function", "function": {...}}``.
+
+    GenAI ``gen_ai.tool.definitions`` and ``llm.request.functions.N.*`` are flat
+    (``{"type": "function", "name": ..., "parameters": ...}``); OpenInference's json_schema
+    is already nested. Parameters written as a JSON string are parsed.
+    """
+    t = _loads(t)
+    if not isinstance(t, dict):
+        return None
+    if isinstance(t.get("function"), dict):
+        return t
+    if not t.get("name"):
+        return t  # not a function tool (a server tool, say): keep it as written
+    fn = {k: t[k] for k in ("name", "description", "parameters", "strict") if t.get(k) is not None}
+    if isinstance(fn.get("parameters"), str):
+        fn["parameters"] = _loads(fn["parameters"]) or fn["parameters"]
+    return {"type": t.get("type") or "function", "function": fn}
 
 
 def _text(value: Any) -> str | None:
@@ -224,23 +255,41 @@ def _text(value: Any) -> str | None:
 
 
 def _genai_message(m: Any) -> Message | None:
-    """One GenAI JSON message: typed ``parts``, or OpenAI shape (LiteLLM's otel callback)."""
+    """One GenAI JSON message: typed ``parts``, or OpenAI shape, or both.
+
+    LiteLLM's otel callback writes ``parts`` *and* OpenAI ``tool_calls`` / ``tool_call_id``
+    on the same message, so both are read.
+    """
     if not isinstance(m, dict):
         return None
-    role = str(m.get("role") or "user")
     parts = m.get("parts")
-    if not isinstance(parts, list):
-        calls = [_openai_tool_call(tc) for tc in m.get("tool_calls") or ()]
-        content = m.get("content")
-        if isinstance(content, list):
-            content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict)) or None
-        return Message(
-            role=role,
-            content=_text(content),
-            name=m.get("name"),
-            tool_calls=[c for c in calls if c is not None],
-            tool_call_id=m.get("tool_call_id"),
-        )
+    if isinstance(parts, list):
+        content, reasoning, tool_calls, tool_call_id = _genai_parts(parts)
+    else:
+        content, reasoning, tool_calls, tool_call_id = _openai_content(m.get("content")), None, [], None
+    if not tool_calls:
+        tool_calls = [c for c in map(_openai_tool_call, m.get("tool_calls") or ()) if c is not None]
+    if tool_calls and content == "":
+        content = None  # an empty text part next to tool calls means "no text"
+    return Message(
+        role=str(m.get("role") or "user"),
+        content=content,
+        name=m.get("name"),
+        tool_calls=tool_calls,
+        tool_call_id=m.get("tool_call_id") or tool_call_id,
+        reasoning=reasoning,
+    )
+
+
+def _openai_content(content: Any) -> str | None:
+    """OpenAI message content: a string or a list of ``{"type": "text", "text"}`` parts."""
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict)) or None
+    return _text(content)
+
+
+def _genai_parts(parts: list[Any]) -> tuple[str | None, str | None, list[ToolCall], str | None]:
+    """``(text, reasoning, tool calls, tool_call_id)`` of a GenAI ``parts`` list."""
     texts: list[str] = []
     reasoning: list[str] = []
     tool_calls: list[ToolCall] = []
@@ -249,8 +298,8 @@ def _genai_message(m: Any) -> Message | None:
         if not isinstance(p, dict):
             continue
         kind = p.get("type")
-        if kind == "text":
-            texts.append(str(p.get("content", "")))
+        if kind == "text":  # "content" per semconv; OpenAI parts passed through use "text"
+            texts.append(str(p.get("content", p.get("text", ""))))
         elif kind == "reasoning":
             reasoning.append(str(p.get("content", "")))
         elif kind == "tool_call":
@@ -260,13 +309,11 @@ def _genai_message(m: Any) -> Message | None:
         elif kind == "tool_call_response":
             tool_call_id = p.get("id")
             texts.append(_text(p.get("response", p.get("result"))) or "")
-    return Message(
-        role=role,
-        content="".join(texts) if texts else None,
-        name=m.get("name"),
-        tool_calls=tool_calls,
-        tool_call_id=tool_call_id,
-        reasoning="".join(reasoning) if reasoning else None,
+    return (
+        "".join(texts) if texts else None,
+        "".join(reasoning) if reasoning else None,
+        tool_calls,
+        tool_call_id,
     )
 
 
@@ -278,11 +325,16 @@ def _openai_tool_call(tc: Any) -> ToolCall | None:
 
 
 def _read_genai_json(a: dict[str, Any], call: LLMCall) -> None:
-    system = _loads(a.get("gen_ai.system_instructions"))
     messages: list[Message] = []
-    if isinstance(system, list) and system:
-        text = "".join(str(p.get("content", "")) for p in system if isinstance(p, dict))
+    system = a.get("gen_ai.system_instructions")
+    parts = _loads(system)
+    if isinstance(parts, dict):
+        parts = [parts]
+    if isinstance(parts, list) and parts:
+        text = "".join(str(p.get("content", p.get("text", ""))) for p in parts if isinstance(p, dict))
         messages.append(Message(role="system", content=text))
+    elif isinstance(system, str) and system and parts is None:  # plain text, not JSON
+        messages.append(Message(role="system", content=system))
     raw_in = _loads(a.get("gen_ai.input.messages"))
     if isinstance(raw_in, list):
         messages.extend(m for m in map(_genai_message, raw_in) if m is not None)
@@ -293,6 +345,29 @@ def _read_genai_json(a: dict[str, Any], call: LLMCall) -> None:
         call.output_message = _genai_message(first)
         if isinstance(first, dict) and first.get("finish_reason"):
             call.finish_reason = str(first["finish_reason"])
+    out = call.output_message
+    if out is not None and not out.tool_calls:
+        # LiteLLM's otel callback leaves the output parts empty and writes the calls the
+        # legacy way, one ``gen_ai.completion.{i}.function_call`` per call.
+        out.tool_calls = _legacy_completion_tool_calls(a)
+
+
+def _legacy_completion_tool_calls(a: dict[str, Any]) -> list[ToolCall]:
+    """Tool calls in ``gen_ai.completion.{i}.tool_calls.{j}.*`` / ``….function_call.*``."""
+    calls: list[ToolCall] = []
+    for node in _indexed(unflatten(a, "gen_ai.completion.")):
+        if isinstance(node, dict):
+            calls += _flat_tool_calls(node)
+    return calls
+
+
+def _flat_tool_calls(node: dict[str, Any]) -> list[ToolCall]:
+    """The calls of one flattened message: ``tool_calls.{j}.{id,name,arguments}`` (the name
+    and arguments also as ``function.*``) or an old single ``function_call.{name,arguments}``."""
+    raw = [tc for tc in _indexed(node.get("tool_calls")) if isinstance(tc, dict)]
+    if isinstance(node.get("function_call"), dict):
+        raw.append(node["function_call"])
+    return [c for c in map(_openai_tool_call, raw) if c is not None]
 
 
 def unflatten(a: dict[str, Any], prefix: str) -> dict[str, Any]:
@@ -325,31 +400,45 @@ def _oi_message(node: Any) -> Message | None:
     m = node.get("message") if isinstance(node, dict) else None
     if not isinstance(m, dict):
         return None
-    content = m.get("content")
+    content, reasoning = m.get("content"), None
     if content is None and "contents" in m:
-        texts = [
-            str(c.get("message_content", {}).get("text", ""))
-            for c in _indexed(m["contents"])
-            if isinstance(c, dict) and c.get("message_content", {}).get("type", "text") == "text"
-        ]
-        content = "".join(texts) or None
+        content, reasoning = _oi_contents(m["contents"])
     calls = []
     for tc in _indexed(m.get("tool_calls")):
-        t = tc.get("tool_call", {}) if isinstance(tc, dict) else {}
-        fn = t.get("function", {}) if isinstance(t.get("function"), dict) else {}
-        calls.append(ToolCall(id=t.get("id"), name=str(fn.get("name", "")), arguments=_text(fn.get("arguments")) or "{}"))
+        t = tc.get("tool_call") if isinstance(tc, dict) else None
+        if isinstance(t, dict):
+            fn = t.get("function") if isinstance(t.get("function"), dict) else {}
+            calls.append(ToolCall(id=t.get("id"), name=str(fn.get("name", "")), arguments=_text(fn.get("arguments")) or "{}"))
     return Message(
         role=str(m.get("role") or "user"),
         content=_text(content),
         name=m.get("name"),
         tool_calls=calls,
         tool_call_id=m.get("tool_call_id"),
+        reasoning=reasoning,
     )
+
+
+def _oi_contents(node: Any) -> tuple[str | None, str | None]:
+    """``(text, reasoning)`` of ``message.contents.{k}.message_content.{type,text}``."""
+    texts: list[str] = []
+    reasoning: list[str] = []
+    for c in _indexed(node):
+        mc = c.get("message_content") if isinstance(c, dict) else None
+        if not isinstance(mc, dict):
+            continue
+        kind = mc.get("type", "text")
+        if kind == "text":
+            texts.append(str(mc.get("text", "")))
+        elif kind == "reasoning":
+            reasoning.append(str(mc.get("text", "")))
+    return "".join(texts) or None, "".join(reasoning) or None
 
 
 def _read_openinference(a: dict[str, Any], call: LLMCall) -> None:
     msgs = _indexed(unflatten(a, "llm.input_messages."))
     call.input_messages = [m for m in map(_oi_message, msgs) if m is not None]
+    _fill_tool_call_ids(a, call.input_messages)
     outs = [m for m in map(_oi_message, _indexed(unflatten(a, "llm.output_messages."))) if m is not None]
     call.output_message = outs[0] if outs else None
     call.model = a.get("llm.response.model_name") or a.get("llm.model_name") or a.get("llm.request.model_name")
@@ -357,13 +446,30 @@ def _read_openinference(a: dict[str, Any], call: LLMCall) -> None:
     call.output_tokens = _opt_int(a.get("llm.token_count.completion"))
     if a.get("llm.finish_reason"):
         call.finish_reason = str(a["llm.finish_reason"])
-    tools = []
-    for t in _indexed(unflatten(a, "llm.tools.")):
-        schema = _loads(t.get("tool", {}).get("json_schema")) if isinstance(t, dict) else None
-        if isinstance(schema, dict):
-            tools.append(schema)
-    call.tools = tools
+    tools = (t.get("tool", {}).get("json_schema") if isinstance(t, dict) else None
+             for t in _indexed(unflatten(a, "llm.tools.")))
+    call.tools = [d for d in map(tool_definition, tools) if d is not None]
     _read_openinference_metadata(a, call)
+
+
+def _fill_tool_call_ids(a: dict[str, Any], messages: list[Message]) -> None:
+    """Tool results without ``tool_call_id`` get it from the raw request in ``input.value``.
+
+    OpenInference's LiteLLM instrumentor drops the id from ``llm.input_messages``; the
+    OpenAI-shaped messages it also writes (``{"messages": [...]}``) still have it.
+    """
+    if not any(m.role == "tool" and m.tool_call_id is None for m in messages):
+        return
+    raw = a.get("input.value")
+    doc = _loads(raw) if isinstance(raw, str) and len(raw) < 1_000_000 else None
+    if isinstance(doc, dict):
+        doc = doc.get("messages")
+    if not isinstance(doc, list) or len(doc) != len(messages):
+        return
+    for m, r in zip(messages, doc):
+        if m.role == "tool" and m.tool_call_id is None and isinstance(r, dict) and r.get("role") == "tool":
+            tid = r.get("tool_call_id")
+            m.tool_call_id = str(tid) if tid is not None else None
 
 
 def _read_openinference_metadata(a: dict[str, Any], call: LLMCall) -> None:
@@ -372,37 +478,50 @@ def _read_openinference_metadata(a: dict[str, Any], call: LLMCall) -> None:
         call.node = call.node or meta.get("langgraph_node")
         call.node_step = _opt_int(meta.get("langgraph_step"))
         call.agent = call.agent or meta.get("tracerl_agent")
-    # The OpenAI Agents instrumentor stores the whole Response/ChatCompletion as output.value.
+    # output.value holds the whole response: a ChatCompletion/Response (LiteLLM, Agents
+    # SDK with the Responses API) or LangChain's LLMResult (id in llm_output, or in the
+    # message's response_metadata when llm_output is null).
     out = a.get("output.value")
     if call.response_id is None and isinstance(out, str) and out.startswith("{") and len(out) < 1_000_000:
         doc = _loads(out)
         if isinstance(doc, dict):
-            rid = doc.get("id")
-            if rid is None and isinstance(doc.get("llm_output"), dict):
-                rid = doc["llm_output"].get("id")
+            rid = doc.get("id") or _dig(doc, "llm_output", "id")
+            rid = rid or _dig(doc, "generations", 0, 0, "message", "kwargs", "response_metadata", "id")
             call.response_id = rid if isinstance(rid, str) else None
 
 
-def _read_genai_flat(a: dict[str, Any], call: LLMCall) -> None:
-    def message(node: Any) -> Message | None:
-        if not isinstance(node, dict):
-            return None
-        calls = [
-            ToolCall(id=tc.get("id"), name=str(tc.get("name", "")), arguments=_text(tc.get("arguments")) or "{}")
-            for tc in _indexed(node.get("tool_calls"))
-            if isinstance(tc, dict)
-        ]
-        return Message(
-            role=str(node.get("role") or "user"),
-            content=_text(node.get("content")),
-            tool_calls=calls,
-            tool_call_id=node.get("tool_call_id"),
-        )
+def _dig(doc: Any, *path: str | int) -> Any:
+    for key in path:
+        if isinstance(key, int):
+            doc = doc[key] if isinstance(doc, list) and len(doc) > key else None
+        else:
+            doc = doc.get(key) if isinstance(doc, dict) else None
+    return doc
 
-    call.input_messages = [m for m in map(message, _indexed(unflatten(a, "gen_ai.prompt."))) if m]
+
+def _flat_message(node: Any) -> Message | None:
+    """One ``gen_ai.prompt.{i}`` / ``gen_ai.completion.{i}`` node of the legacy flat form."""
+    if not isinstance(node, dict):
+        return None
+    content = node.get("content")
+    if isinstance(content, str) and content.startswith("[{"):  # multi-part content as JSON
+        parts = _loads(content)
+        content = _openai_content(parts) if isinstance(parts, list) else content
+    calls = _flat_tool_calls(node)
+    return Message(
+        role=str(node.get("role") or "user"),
+        content=None if calls and content == "" else _text(content),
+        name=node.get("name"),
+        tool_calls=calls,
+        tool_call_id=node.get("tool_call_id"),
+    )
+
+
+def _read_genai_flat(a: dict[str, Any], call: LLMCall) -> None:
+    call.input_messages = [m for m in map(_flat_message, _indexed(unflatten(a, "gen_ai.prompt."))) if m]
     outs = _indexed(unflatten(a, "gen_ai.completion."))
     if outs:
-        call.output_message = message(outs[0])
+        call.output_message = _flat_message(outs[0])
         if isinstance(outs[0], dict) and outs[0].get("finish_reason"):
             call.finish_reason = str(outs[0]["finish_reason"])
     call.output_tokens = _opt_int(a.get("gen_ai.usage.completion_tokens"))

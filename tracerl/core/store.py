@@ -27,7 +27,7 @@ from typing import IO, Any
 
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from .errors import MissingDependencyError, StoreError
+from .errors import MissingDependencyError, SpanDecodeError, StoreError
 from .spans import SpanRecord, dumps_jsonl, from_readable_span, read_jsonl
 
 log = logging.getLogger(__name__)
@@ -317,9 +317,17 @@ class SpanStore:
         return len(records)
 
     def import_parquet(self, path: str | os.PathLike[str]) -> int:
-        _, pq = _pyarrow()
-        column = pq.read_table(str(path), columns=["record"]).column("record").to_pylist()
-        return self.import_jsonl(iter(column))
+        """Add spans from a file written by :meth:`export_parquet`, validated whole first."""
+        pa, pq = _pyarrow()
+        try:
+            column = pq.read_table(str(path), columns=["record"]).column("record").to_pylist()
+        except (pa.ArrowException, KeyError) as exc:
+            raise SpanDecodeError(
+                f"{str(path)!r} is not a span export: {exc}. Import Parquet written by "
+                "`tracerl traces export --format parquet`"
+            ) from exc
+        # A null cell reads as JSON null, which read_jsonl reports with its row number.
+        return self.import_jsonl(iter("null" if r is None else r for r in column))
 
 
 def _pyarrow() -> tuple[Any, Any]:

@@ -201,8 +201,11 @@ class Gateway:
         return out
 
     async def chat(self, request: Request, path_session: str | None) -> Response:
-        req = p.ChatRequest.model_validate(await _json_body(request))
+        body = await _json_body(request)
+        req = p.ChatRequest.model_validate(body)
         self.check_model(req.model)
+        if getattr(self.engine, "passthrough", False):
+            return await self.chat_passthrough(request, path_session, req, body)
         prompt_ids = self.chat_prompt(req)
         rid, gens, choices, usage = await self.run_and_record(
             request, path_session, req, prompt_ids, lambda g, i: self.choice(g, i, req))
@@ -212,6 +215,46 @@ class Gateway:
             doc["prompt_token_ids"] = prompt_ids
         if req.stream:
             return StreamingResponse(sse_chat(doc, gens, self.engine.tokenizer, req), media_type="text/event-stream")
+        return JSONResponse(doc)
+
+    async def chat_passthrough(self, request: Request, path_session: str | None, req: p.ChatRequest,
+                               body: dict[str, Any]) -> Response:
+        """Forward to an upstream chat API; record the token ids it returns, if any."""
+        session, trace_id, parent = self.session_of(path_session, dict(request.headers))
+        start = time.time_ns()
+        try:
+            doc = await self.engine.chat(body)  # type: ignore[attr-defined]
+        except Exception as exc:
+            status = getattr(exc, "status", 502)
+            raise p.APIError(status if 400 <= status < 600 else 502, str(exc), type="upstream_error") from exc
+        end = time.time_ns()
+        prompt_ids = doc.get("prompt_token_ids")
+        records, gens = [], []
+        for choice in doc.get("choices", []):
+            ids = choice.get("token_ids")
+            lps = [t.get("logprob") for t in ((choice.get("logprobs") or {}).get("content") or [])]
+            gen = Generation(list(ids), [float(x) for x in lps] if len(lps) == len(ids) else None,  # type: ignore[arg-type]
+                             "length" if choice.get("finish_reason") == "length" else "stop") if ids else None
+            gens.append(gen)
+            records.append(gateway_span(CallRecord(
+                session=session, trace_id=trace_id, parent_span_id=parent,
+                sequence=self.next_sequence(session or f"trace:{trace_id}"), request=req,
+                prompt_ids=list(prompt_ids) if prompt_ids and gen else None, generation=gen,
+                message=choice.get("message") or {}, finish_reason=str(choice.get("finish_reason")),
+                response_id=str(doc.get("id", "")), model=self.engine.model_name,
+                start_ns=start, end_ns=end, stream=req.stream)))
+        await self.record(records)
+        doc["model"] = self.engine.model_name
+        for choice in doc.get("choices", []):  # hide the extras we asked for ourselves
+            if not req.return_token_ids:
+                choice.pop("token_ids", None)
+            if not req.logprobs:
+                choice["logprobs"] = None
+        if not req.return_token_ids:
+            doc.pop("prompt_token_ids", None)
+        if req.stream:
+            doc.setdefault("created", p.now())
+            return StreamingResponse(sse_chat(doc, gens, None, req), media_type="text/event-stream")
         return JSONResponse(doc)
 
     # -- completions ------------------------------------------------------------------

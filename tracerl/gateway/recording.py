@@ -25,8 +25,8 @@ class CallRecord:
     parent_span_id: str | None
     sequence: int
     request: Any  # ChatRequest | CompletionRequest
-    prompt_ids: list[int]
-    generation: Generation
+    prompt_ids: list[int] | None  # None: a passthrough upstream that returned no ids
+    generation: Generation | None
     message: dict[str, Any]
     finish_reason: str
     response_id: str
@@ -69,18 +69,22 @@ def gateway_span(call: CallRecord) -> SpanRecord:
         "gen_ai.response.id": call.response_id,
         "gen_ai.response.finish_reasons": [call.finish_reason],
         "gen_ai.request.stream": call.stream,
-        "gen_ai.usage.input_tokens": len(call.prompt_ids),
-        "gen_ai.usage.output_tokens": len(gen.token_ids),
         "gen_ai.input.messages": sc.genai_message_json(_messages(req)),
         "gen_ai.output.messages": sc.genai_message_json([out]),
-        sc.PROMPT_IDS: call.prompt_ids,
-        sc.RESPONSE_IDS: gen.token_ids,
-        sc.RESPONSE_LOGPROBS: gen.logprobs,
         sc.SEQUENCE: call.sequence,
-        sc.WEIGHT_VERSION: gen.weight_version,
         sc.LATENCY_S: (call.end_ns - call.start_ns) / 1e9,
         "tracerl.llm.sampling": json.dumps(sampling, separators=(",", ":")),
     }
+    if call.prompt_ids is not None and gen is not None:
+        attrs.update({
+            "gen_ai.usage.input_tokens": len(call.prompt_ids),
+            "gen_ai.usage.output_tokens": len(gen.token_ids),
+            sc.PROMPT_IDS: call.prompt_ids,
+            sc.RESPONSE_IDS: gen.token_ids,
+            sc.WEIGHT_VERSION: gen.weight_version,
+        })
+        if gen.logprobs is not None and len(gen.logprobs) == len(gen.token_ids):
+            attrs[sc.RESPONSE_LOGPROBS] = gen.logprobs
     if req.requested_max_tokens is not None:
         attrs["gen_ai.request.max_tokens"] = req.requested_max_tokens
     tools = getattr(req, "tools", None)

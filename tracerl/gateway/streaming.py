@@ -33,12 +33,14 @@ def _text_pieces(text: str, tokens: list[int], tokenizer: Any) -> list[str]:
     return [p for p in pieces if p]
 
 
-async def sse_chat(doc: dict[str, Any], gens: list[Generation], tokenizer: Any, req: Any) -> AsyncIterator[bytes]:
+async def sse_chat(doc: dict[str, Any], gens: list[Generation | None], tokenizer: Any,
+                   req: Any) -> AsyncIterator[bytes]:
     for choice, gen in zip(doc["choices"], gens):
         i, msg = choice["index"], choice["message"]
         yield _event(doc, [{"index": i, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
         content = msg.get("content") or ""
-        pieces = _text_pieces(content, gen.token_ids, tokenizer) if not msg.get("tool_calls") else [content]
+        plain = tokenizer is not None and gen is not None and not msg.get("tool_calls")
+        pieces = _text_pieces(content, gen.token_ids, tokenizer) if plain else [content]
         for piece in pieces:
             if piece:
                 yield _event(doc, [{"index": i, "delta": {"content": piece}, "finish_reason": None}])

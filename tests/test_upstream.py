@@ -1,0 +1,65 @@
+"""UpstreamEngine: our gateway in front of another OpenAI-compatible server (here: a second
+gateway serving the tiny model, which speaks vLLM's token-id extras)."""
+
+from __future__ import annotations
+
+import pytest
+from openai import OpenAI
+
+from tracerl.core.convert import episode_from_spans
+from tracerl.core.store import SpanStore
+from tracerl.engines.upstream import UpstreamEngine
+from tracerl.gateway import GatewayServer
+
+MSG = [{"role": "user", "content": "What is 3 + 4?"}]
+
+
+@pytest.fixture
+def upstream(tiny_engine, tmp_path):
+    with SpanStore(tmp_path / "upstream.db") as store, GatewayServer(tiny_engine, store) as gw:
+        yield gw
+
+
+def _front(tmp_path, engine):
+    return GatewayServer(engine, SpanStore(tmp_path / "front.db"))
+
+
+def test_token_mode_records_exact_ids_from_the_upstream(upstream, tiny_engine, tmp_path):
+    engine = UpstreamEngine(upstream.url + "/v1", "tracerl-tiny", tokenizer=tiny_engine.tokenizer, model_name="policy")
+    with _front(tmp_path, engine) as front:
+        reply = OpenAI(base_url=front.session_url("ep"), api_key="x").chat.completions.create(
+            model="policy", messages=MSG, max_tokens=12, seed=5)
+        ep = episode_from_spans(front.store.spans(session_id="ep"))
+    (step,) = ep.steps
+    assert step.has_tokens and len(step.response_logprobs) == len(step.response_ids)
+    assert tiny_engine.tokenizer.decode(step.response_ids, skip_special_tokens=True) == reply.choices[0].message.content
+    # the upstream saw the same prompt ids the front templated
+    (up_span,) = [s for s in upstream.store.spans() if s.attributes.get("tracerl.source") == "gateway"]
+    assert up_span.attributes["tracerl.llm.prompt_token_ids"] == step.prompt_ids
+
+
+def test_chat_passthrough_keeps_ids_when_the_upstream_returns_them(upstream, tmp_path):
+    engine = UpstreamEngine(upstream.url + "/v1", "tracerl-tiny", model_name="hosted")
+    with _front(tmp_path, engine) as front:
+        client = OpenAI(base_url=front.session_url("ep"), api_key="x")
+        reply = client.chat.completions.create(model="hosted", messages=MSG, max_tokens=8)
+        assert reply.model == "hosted" and reply.choices[0].logprobs is None
+        streamed = list(client.chat.completions.create(model="hosted", messages=MSG, max_tokens=8, stream=True))
+        assert streamed[-1].choices[0].finish_reason in ("stop", "length")
+        ep = episode_from_spans(front.store.spans(session_id="ep"))
+    assert [s.sequence for s in ep.steps] == [0, 1] and all(s.has_tokens for s in ep.steps)
+
+    no_ids = UpstreamEngine(upstream.url + "/v1", "tracerl-tiny", model_name="hosted", request_token_ids=False)
+    with _front(tmp_path, no_ids) as front:
+        OpenAI(base_url=front.session_url("ep2"), api_key="x").chat.completions.create(
+            model="hosted", messages=MSG, max_tokens=8)
+        ep = episode_from_spans(front.store.spans(session_id="ep2"))
+    assert not ep.steps[0].has_tokens and ep.termination_reason.value == "missing_token_ids"
+
+
+def test_upstream_errors_become_client_errors(upstream, tmp_path):
+    from openai import NotFoundError
+
+    engine = UpstreamEngine(upstream.url + "/v1", "no-such-model", model_name="hosted")
+    with _front(tmp_path, engine) as front, pytest.raises(NotFoundError, match="no-such-model"):
+        OpenAI(base_url=front.url + "/v1", api_key="x").chat.completions.create(model="hosted", messages=MSG)

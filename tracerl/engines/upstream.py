@@ -1,0 +1,139 @@
+"""UpstreamEngine: the gateway in front of another OpenAI-compatible server.
+
+Two ways to forward, chosen by whether a tokenizer is given:
+
+* **token mode** (``tokenizer=`` the upstream model's tokenizer): the gateway applies the
+  chat template here and sends token ids to the upstream ``/v1/completions`` with vLLM's
+  ``return_token_ids`` and ``logprobs``; the ids and logprobs come back exact. Use it with a
+  vLLM server you train against.
+* **chat passthrough** (no tokenizer): the request's messages go to the upstream
+  ``/v1/chat/completions`` as they are (or through LiteLLM for a hosted provider, with
+  ``provider="litellm"``). Token ids are recorded when the upstream returns them (vLLM does
+  when asked); otherwise steps have none and are usable for evaluation and SFT only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracerl.core.errors import ConfigError, MissingDependencyError
+
+from .base import Generation, SamplingParams
+
+
+class UpstreamError(RuntimeError):
+    """The upstream server failed or answered something unusable."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+class UpstreamEngine:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        tokenizer: Any | str | None = None,
+        model_name: str | None = None,
+        provider: str = "openai",
+        max_context: int = 32768,
+        timeout_s: float = 600.0,
+        request_token_ids: bool = True,
+    ):
+        import httpx
+
+        if provider not in ("openai", "litellm"):
+            raise ConfigError(f"provider must be 'openai' or 'litellm', got {provider!r}")
+        self.base_url = base_url.rstrip("/")
+        self.upstream_model = model
+        self.model_name = model_name or model
+        self.provider = provider
+        self.weight_version = 0
+        self._max_context = max_context
+        self.request_token_ids = request_token_ids
+        if isinstance(tokenizer, str):
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(tokenizer)
+        self._tokenizer = tokenizer
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout_s)
+        self._api_key = api_key
+
+    @property
+    def tokenizer(self) -> Any:
+        return self._tokenizer
+
+    @property
+    def max_context(self) -> int:
+        return self._max_context
+
+    @property
+    def passthrough(self) -> bool:
+        """True when requests are forwarded as chat messages (no local tokenizer)."""
+        return self._tokenizer is None
+
+    async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        response = await self._client.post(path, json=body)
+        if response.status_code >= 400:
+            try:
+                message = response.json()["error"]["message"]
+            except (ValueError, KeyError, TypeError):
+                message = response.text[:500]
+            raise UpstreamError(response.status_code, f"upstream {self.base_url}{path}: {message}")
+        return response.json()
+
+    async def generate(self, prompt_ids: list[int], params: SamplingParams) -> list[Generation]:
+        """Token mode: continue ``prompt_ids`` on the upstream's completions endpoint."""
+        body: dict[str, Any] = {
+            "model": self.upstream_model, "prompt": prompt_ids, "max_tokens": params.max_tokens,
+            "temperature": params.temperature, "top_p": params.top_p, "n": params.n, "logprobs": 1,
+            "return_token_ids": True,
+        }
+        if params.top_k:
+            body["top_k"] = params.top_k
+        if params.seed is not None:
+            body["seed"] = params.seed
+        if params.stop:
+            body["stop"] = list(params.stop)
+        doc = await self._post("/completions", body)
+        out = []
+        for choice in doc.get("choices", []):
+            ids = choice.get("token_ids")
+            lps = (choice.get("logprobs") or {}).get("token_logprobs")
+            if ids is None or lps is None or len(ids) != len(lps):
+                raise UpstreamError(502, "the upstream returned no token ids/logprobs; token mode needs a "
+                                         "vLLM-compatible server (return_token_ids) or use chat passthrough")
+            finish = "length" if choice.get("finish_reason") == "length" else "stop"
+            out.append(Generation(list(ids), [float(x) for x in lps], finish, self.weight_version,  # type: ignore[arg-type]
+                                  choice.get("stop_reason")))
+        return out
+
+    async def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Passthrough: forward an OpenAI chat request; returns the upstream's response document."""
+        body = {**body, "model": self.upstream_model, "stream": False}
+        body.pop("stream_options", None)
+        if self.provider == "litellm":
+            return await self._litellm(body)
+        if self.request_token_ids:
+            body.setdefault("return_token_ids", True)
+            body.setdefault("logprobs", True)
+        return await self._post("/chat/completions", body)
+
+    async def _litellm(self, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            import litellm
+        except ImportError as exc:
+            raise MissingDependencyError("litellm", "litellm", "A LiteLLM upstream") from exc
+        kwargs = {k: v for k, v in body.items() if k not in ("return_token_ids",)}
+        response = await litellm.acompletion(api_base=self.base_url or None, api_key=self._api_key, **kwargs)
+        return response.model_dump()
+
+    def update_weights(self, state_dict: dict[str, Any], version: int) -> None:
+        raise ConfigError("an upstream engine serves a remote model; push weights to that server instead")
+
+    async def close(self) -> None:
+        await self._client.aclose()
