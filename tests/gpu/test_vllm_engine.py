@@ -1,0 +1,51 @@
+"""VLLMEngine on a GPU. Skipped without CUDA or without the [gpu] extra (run on a lent device)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+vllm = pytest.importorskip("vllm")
+
+
+@pytest.fixture(scope="module")
+def engine():
+    from tracerl.engines.vllm_engine import VLLMEngine
+    from tracerl.models import tiny_model_path
+
+    eng = VLLMEngine(str(tiny_model_path()), model_name="tracerl-tiny", gpu_memory_utilization=0.2,
+                     enforce_eager=True)
+    yield eng
+
+
+async def test_generate_returns_ids_and_processed_logprobs(engine):
+    from transformers import AutoModelForCausalLM
+
+    from tracerl.engines.base import SamplingParams
+    from tracerl.models import tiny_model_path
+
+    tok = engine.tokenizer
+    prompt = list(tok.apply_chat_template([{"role": "user", "content": "What is 2 + 3?"}],
+                                          add_generation_prompt=True, tokenize=True, return_dict=False))
+    (gen,) = await engine.generate(prompt, SamplingParams(max_tokens=16, temperature=0.8, seed=0))
+    assert gen.token_ids and len(gen.logprobs) == len(gen.token_ids)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path()).cuda()
+    ids = torch.tensor([prompt + gen.token_ids], device="cuda")
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0, len(prompt) - 1 : -1].float()
+    ref = torch.log_softmax(logits / 0.8, -1).gather(-1, torch.tensor(gen.token_ids, device="cuda")[:, None])[:, 0]
+    assert torch.allclose(ref.cpu(), torch.tensor(gen.logprobs), atol=2e-2)
+
+
+async def test_weight_update_changes_outputs_and_version(engine):
+    from transformers import AutoModelForCausalLM
+
+    from tracerl.engines.base import SamplingParams
+    from tracerl.models import tiny_model_path
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path())
+    state = {k: torch.zeros_like(v) if "lm_head" in k or "embed" in k else v for k, v in model.state_dict().items()}
+    await engine.update_weights_async(state, version=1)
+    (gen,) = await engine.generate([1, 2, 3], SamplingParams(max_tokens=4, temperature=1.0, seed=0))
+    assert gen.weight_version == 1
