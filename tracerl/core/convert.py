@@ -93,7 +93,9 @@ class _Tree:
 
 
 def _fold_framework_calls(tree: _Tree, calls: list[sc.LLMCall]) -> dict[_Key, sc.LLMCall]:
-    """Map each framework LLM span to the outermost LLM span of its call; return the outer ones."""
+    """One entry per real call: nested framework LLM spans (a LangChain run around an OpenAI-SDK
+    span) fold into the outermost, and so do sibling spans of two instrumentors that name the
+    same response id (OpenInference LangChain does not parent OpenLLMetry's span)."""
     keys = {(c.span.trace_id, c.span.span_id): c for c in calls}
     outer: dict[_Key, sc.LLMCall] = {}
     for c in calls:
@@ -105,6 +107,14 @@ def _fold_framework_calls(tree: _Tree, calls: list[sc.LLMCall]) -> dict[_Key, sc
         if top is not c:
             _fill(top, c)
         outer[(top.span.trace_id, top.span.span_id)] = top
+    by_rid: dict[str, sc.LLMCall] = {}
+    for key, c in sorted(outer.items(), key=lambda kv: kv[1].span.start_ns):
+        if not c.response_id:
+            continue
+        first = by_rid.setdefault(c.response_id, c)
+        if first is not c:
+            _fill(first, c)
+            del outer[key]
     return outer
 
 

@@ -8,12 +8,16 @@ Dialects in, one dialect out (ARCHITECTURE.md). We read:
   ``gen_ai.input.messages`` / ``gen_ai.output.messages`` with typed parts,
   ``gen_ai.system_instructions``, ``gen_ai.tool.definitions``, ``gen_ai.usage.*``,
   ``gen_ai.response.*``, and the older flattened ``gen_ai.prompt.N.*`` /
-  ``gen_ai.completion.N.*`` form (OpenLLMetry, LiteLLM);
+  ``gen_ai.completion.N.*`` form (OpenLLMetry, LiteLLM), ``llm.request.functions.N.*``;
+  LiteLLM's otel callback mixes both (JSON ``parts`` plus OpenAI ``tool_calls``, output
+  tool calls only as ``gen_ai.completion.N.function_call.*``);
 * OpenInference: ``openinference.span.kind``, ``llm.input_messages.N.message.*``,
-  ``llm.output_messages.N.message.*``, ``llm.token_count.*``, ``llm.model_name``.
+  ``llm.output_messages.N.message.*``, ``llm.token_count.*``, ``llm.model_name``, and
+  ``output.value`` / ``input.value`` for what the flattened messages leave out.
 
 Each field is read from whichever form the span has; the ``tracerl.*`` token attributes
-can ride on a span of any dialect.
+can ride on a span of any dialect. Out come OpenAI-shaped messages, tool definitions
+(``{"type": "function", "function": {...}}``) and finish reasons (``tool_calls``).
 """
 
 from __future__ import annotations

@@ -93,9 +93,7 @@ class SpanStore:
             )
             db.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
             if self.path != ":memory:":
-                # Switching a new file to WAL takes an exclusive lock; processes opening
-                # the same new file at once can get SQLITE_BUSY here, so retry.
-                self._retry(lambda: db.execute("PRAGMA journal_mode=WAL"))
+                db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             self._retry(lambda: db.executescript(_SCHEMA))
         except sqlite3.Error as exc:
