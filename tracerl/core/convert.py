@@ -26,7 +26,7 @@ from . import semconv as sc
 from .sequences import build_sequences
 from .spans import SpanRecord, to_records
 from .store import TRACE_SESSION_PREFIX
-from .types import Episode, Message, Step, Task, TerminationReason, Trajectory
+from .types import Episode, Message, Step, Task, TerminationReason, Trajectory, construct
 
 DEFAULT_AGENT = "main"
 _Key = tuple[str, str]  # (trace_id, span_id)
@@ -200,7 +200,8 @@ def _step(tree: _Tree, g: sc.LLMCall | None, f: sc.LLMCall | None) -> Step:
     if f is not None:
         meta["framework_span_id"] = f.span.span_id
         meta["framework_dialect"] = f.dialect
-    return Step.model_construct(
+    return construct(
+        Step,
         id=main.span.span_id,
         trace_id=main.span.trace_id,
         sequence=g.sequence if g else None,
@@ -311,18 +312,24 @@ def episode_from_spans(
     rewards: list[SpanRecord] = []
     episode_spans: list[SpanRecord] = []
     sessions: Counter[str] = Counter()
+    llm_spans: list[SpanRecord] = []
     for s in tree.spans:
         a = s.attributes
         sid = s.session_id
         if sid:
             sessions[sid] += 1
         if sc.is_llm_span(a):
-            call = sc.read_llm_call(s)
-            (gateway if call.is_gateway else framework).append(call)
+            llm_spans.append(s)
         elif sc.is_reward_span(a):
             rewards.append(s)
         elif a.get(sc.SPAN_TYPE) == "episode":
             episode_spans.append(s)
+    # Read in call order so each call's history is parsed once (see MessageCache).
+    llm_spans.sort(key=lambda s: (sc._opt_int(s.attributes.get(sc.SEQUENCE)) or 0, s.start_ns))
+    cache = sc.MessageCache()
+    for s in llm_spans:
+        call = sc.read_llm_call(s, cache)
+        (gateway if call.is_gateway else framework).append(call)
     outer = _fold_framework_calls(tree, framework)
     steps = [_step(tree, g, f) for g, f in _join(tree, gateway, outer, metrics)]
     steps = _order(steps)
@@ -338,7 +345,8 @@ def episode_from_spans(
         seqs, breaks = build_sequences(tsteps)
         metrics["convert/prefix_breaks"] += breaks
         trajectories.append(
-            Trajectory.model_construct(
+            construct(
+                Trajectory,
                 name=name,
                 steps=tsteps,
                 sequences=seqs,

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .spans import SpanRecord
-from .types import Message, ToolCall
+from .types import Message, ToolCall, construct
 
 # --- our attributes ---------------------------------------------------------------------
 
@@ -129,13 +129,46 @@ class LLMCall:
         return self.response_ids is not None or self.span.attributes.get(SOURCE) == "gateway"
 
 
-def read_llm_call(span: SpanRecord) -> LLMCall:
+class MessageCache:
+    """Parsed ``gen_ai.input.messages`` of earlier calls of one episode.
+
+    Call k+1 of a conversation repeats call k's history, so its JSON text usually starts with
+    call k's; only the new tail is parsed and the earlier Message objects are reused (shared
+    between steps). This turns reading an episode from quadratic into linear in its length.
+    """
+
+    def __init__(self, size: int = 16):
+        self.entries: list[tuple[str, list[Message]]] = []
+        self.size = size
+
+    def parse(self, raw: str) -> list[Message] | None:
+        for prefix, messages in self.entries:
+            if raw.startswith(prefix):
+                rest = raw[len(prefix):].lstrip()
+                if rest.startswith("]"):
+                    return list(messages)
+                if rest.startswith(","):
+                    tail = _loads("[" + rest[1:])
+                    if isinstance(tail, list):
+                        return self._add(raw, messages + _genai_messages(tail))
+        parsed = _loads(raw)
+        return self._add(raw, _genai_messages(parsed)) if isinstance(parsed, list) else None
+
+    def _add(self, raw: str, messages: list[Message]) -> list[Message]:
+        prefix = raw.rstrip()[:-1].rstrip()  # without the closing bracket
+        if messages and len(prefix) > 1:
+            self.entries.insert(0, (prefix, messages))
+            del self.entries[self.size:]
+        return list(messages)
+
+
+def read_llm_call(span: SpanRecord, cache: MessageCache | None = None) -> LLMCall:
     """Read an LLM-call span (check :func:`is_llm_span` first). Never raises on bad values."""
     a = span.attributes
     call = LLMCall(span=span)
     _read_tracerl(a, call)
     with contextlib.suppress(ValueError, TypeError, AttributeError):  # malformed: keep what was read
-        _read_messages(a, call)
+        _read_messages(a, call, cache)
     if a.get(SPAN_TYPE) == "llm":
         call.dialect = "tracerl"
     _read_genai_common(a, call)
@@ -146,11 +179,11 @@ def read_llm_call(span: SpanRecord) -> LLMCall:
 # --- readers ----------------------------------------------------------------------------
 
 
-def _read_messages(a: dict[str, Any], call: LLMCall) -> None:
+def _read_messages(a: dict[str, Any], call: LLMCall, cache: MessageCache | None) -> None:
     """Messages, tools and usage from whichever dialect the span is written in."""
     if "gen_ai.input.messages" in a or "gen_ai.output.messages" in a:
         call.dialect = "genai"
-        _read_genai_json(a, call)
+        _read_genai_json(a, call, cache)
     elif "llm.input_messages.0.message.role" in a or "openinference.span.kind" in a:
         call.dialect = "openinference"
         _read_openinference(a, call)
@@ -163,6 +196,8 @@ def _read_messages(a: dict[str, Any], call: LLMCall) -> None:
 
 def _int_list(value: Any) -> list[int] | None:
     if isinstance(value, list):
+        if value and type(value[0]) is int and type(value[-1]) is int:
+            return value  # already ints (SDK, OTLP and JSON all give ints): no copy
         try:
             return [int(x) for x in value]
         except (TypeError, ValueError):
@@ -174,6 +209,8 @@ def _int_list(value: Any) -> list[int] | None:
 
 def _float_list(value: Any) -> list[float] | None:
     if isinstance(value, list):
+        if value and type(value[0]) is float and type(value[-1]) is float:
+            return value
         try:
             return [float(x) for x in value]
         except (TypeError, ValueError):
@@ -228,7 +265,7 @@ def _read_genai_common(a: dict[str, Any], call: LLMCall) -> None:
     if not call.tools:
         tools = _loads(a.get("gen_ai.tool.definitions"))
         if not isinstance(tools, list):  # LiteLLM's otel callback, older OpenLLMetry
-            tools = _indexed(unflatten(a, "llm.request.functions."))
+            tools = _indexed(unflatten(a, "llm.request.functions.")) if "llm.request.type" in a else []
         call.tools = [d for d in map(tool_definition, tools) if d is not None]
 
 
@@ -275,14 +312,21 @@ def _genai_message(m: Any) -> Message | None:
         tool_calls = [c for c in map(_openai_tool_call, m.get("tool_calls") or ()) if c is not None]
     if tool_calls and content == "":
         content = None  # an empty text part next to tool calls means "no text"
-    return Message(
+    # Every field is a str/None/list[ToolCall] by construction, so skip re-validation: this
+    # is the converter's hottest path.
+    return construct(
+        Message,
         role=str(m.get("role") or "user"),
         content=content,
-        name=m.get("name"),
+        name=_opt_str(m.get("name")),
         tool_calls=tool_calls,
-        tool_call_id=m.get("tool_call_id") or tool_call_id,
+        tool_call_id=_opt_str(m.get("tool_call_id")) or _opt_str(tool_call_id),
         reasoning=reasoning,
     )
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value is None else value if isinstance(value, str) else str(value)
 
 
 def _openai_content(content: Any) -> str | None:
@@ -328,7 +372,11 @@ def _openai_tool_call(tc: Any) -> ToolCall | None:
     return ToolCall(id=tc.get("id"), name=str(fn.get("name", "")), arguments=_text(fn.get("arguments")) or "{}")
 
 
-def _read_genai_json(a: dict[str, Any], call: LLMCall) -> None:
+def _genai_messages(raw: list[Any]) -> list[Message]:
+    return [m for m in map(_genai_message, raw) if m is not None]
+
+
+def _read_genai_json(a: dict[str, Any], call: LLMCall, cache: MessageCache | None = None) -> None:
     messages: list[Message] = []
     system = a.get("gen_ai.system_instructions")
     parts = _loads(system)
@@ -339,9 +387,13 @@ def _read_genai_json(a: dict[str, Any], call: LLMCall) -> None:
         messages.append(Message(role="system", content=text))
     elif isinstance(system, str) and system and parts is None:  # plain text, not JSON
         messages.append(Message(role="system", content=system))
-    raw_in = _loads(a.get("gen_ai.input.messages"))
-    if isinstance(raw_in, list):
-        messages.extend(m for m in map(_genai_message, raw_in) if m is not None)
+    raw_in = a.get("gen_ai.input.messages")
+    if isinstance(raw_in, str) and cache is not None:
+        messages.extend(cache.parse(raw_in) or ())
+    else:
+        raw_in = _loads(raw_in)
+        if isinstance(raw_in, list):
+            messages.extend(_genai_messages(raw_in))
     call.input_messages = messages
     raw_out = _loads(a.get("gen_ai.output.messages"))
     if isinstance(raw_out, list) and raw_out:
@@ -350,7 +402,7 @@ def _read_genai_json(a: dict[str, Any], call: LLMCall) -> None:
         if isinstance(first, dict) and first.get("finish_reason"):
             call.finish_reason = str(first["finish_reason"])
     out = call.output_message
-    if out is not None and not out.tool_calls:
+    if out is not None and not out.tool_calls and ("llm.request.type" in a or "gen_ai.completion.0.role" in a):
         # LiteLLM's otel callback leaves the output parts empty and writes the calls the
         # legacy way, one ``gen_ai.completion.{i}.function_call`` per call.
         out.tool_calls = _legacy_completion_tool_calls(a)

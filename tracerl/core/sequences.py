@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .types import Step, TokenSequence
+from .types import Step, TokenSequence, construct
 
 
 def build_sequences(steps: Sequence[Step]) -> tuple[list[TokenSequence], int]:
@@ -28,7 +28,8 @@ def build_sequences(steps: Sequence[Step]) -> tuple[list[TokenSequence], int]:
     def close() -> None:
         if indices:
             sequences.append(
-                TokenSequence.model_construct(
+                construct(
+                    TokenSequence,
                     token_ids=ids, mask=mask, logprobs=logprobs, step_indices=indices, response_spans=spans
                 )
             )

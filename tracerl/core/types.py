@@ -16,13 +16,30 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from enum import Enum
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants", validate_assignment=False)
+
+
+def construct(cls: type[_M], **values: Any) -> _M:
+    """Build a model from values already of the right types, skipping validation.
+
+    For the converter's hot path only: every field must be given (no defaults are filled)
+    and correctly typed. About 5x faster than ``model_construct``.
+    """
+    obj = cls.__new__(cls)
+    object.__setattr__(obj, "__dict__", values)
+    object.__setattr__(obj, "__pydantic_fields_set__", set(values))
+    object.__setattr__(obj, "__pydantic_extra__", None)
+    object.__setattr__(obj, "__pydantic_private__", None)
+    return obj
+
+
+_M = TypeVar("_M", bound="_Model")
 
 
 class TerminationReason(str, Enum):
