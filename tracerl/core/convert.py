@@ -17,9 +17,11 @@ up as metrics and a termination reason (ARCHITECTURE: nothing crashes the traine
 from __future__ import annotations
 
 import bisect
+import contextlib
+import gc
 import json
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from . import semconv as sc
@@ -386,11 +388,35 @@ def episode_from_spans(
     )
 
 
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while converting a batch.
+
+    A batch of episodes is hundreds of thousands of fresh, acyclic objects kept alive
+    together; each full collection would re-walk all of them (65 % of the time for 10,000
+    episodes, measured in bench/convert_throughput.py). Reference counting still frees
+    everything; the collector resumes afterwards.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def episodes_from_sessions(sessions: Mapping[str, Sequence[Any]]) -> list[Episode]:
+    """Convert many episodes at once: ``{episode id: its spans}`` -> Episodes, in order."""
+    with _gc_paused():
+        return [episode_from_spans(spans, episode_id=sid) for sid, spans in sessions.items()]
+
+
 def episodes_from_store(store: Any, session_ids: Iterable[str] | None = None, **filters: Any) -> list[Episode]:
     """Convert stored sessions (all of them matching ``filters`` when none are named)."""
     if session_ids is None:
         session_ids = [s.session_id for s in store.sessions(**filters)]
-    return [episode_from_spans(store.spans(session_id=sid), episode_id=sid) for sid in session_ids]
+    return episodes_from_sessions({sid: store.spans(session_id=sid) for sid in session_ids})
 
 
 def split_sessions(spans: Sequence[Any]) -> dict[str, list[SpanRecord]]:

@@ -27,6 +27,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import _json
 from .spans import SpanRecord
 from .types import Message, ToolCall, construct
 
@@ -140,6 +141,14 @@ class MessageCache:
     def __init__(self, size: int = 16):
         self.entries: list[tuple[str, list[Message]]] = []
         self.size = size
+        self._tools: dict[str, list[dict[str, Any]]] = {}
+
+    def tools(self, raw: str) -> list[dict[str, Any]]:
+        """Tool definitions, parsed once per distinct JSON text (every call repeats them)."""
+        found = self._tools.get(raw)
+        if found is None:
+            found = self._tools[raw] = _tool_definitions(_loads(raw))
+        return found
 
     def parse(self, raw: str) -> list[Message] | None:
         for prefix, messages in self.entries:
@@ -171,7 +180,7 @@ def read_llm_call(span: SpanRecord, cache: MessageCache | None = None) -> LLMCal
         _read_messages(a, call, cache)
     if a.get(SPAN_TYPE) == "llm":
         call.dialect = "tracerl"
-    _read_genai_common(a, call)
+    _read_genai_common(a, call, cache)
     call.finish_reason = FINISH_REASONS.get(call.finish_reason or "", call.finish_reason)
     return call
 
@@ -231,7 +240,7 @@ def _loads(text: Any) -> Any:
     if not isinstance(text, str):
         return text
     try:
-        return json.loads(text)
+        return _json.loads(text)
     except ValueError:
         return None
 
@@ -248,7 +257,7 @@ def _read_tracerl(a: dict[str, Any], call: LLMCall) -> None:
     call.node = a.get(NODE_NAME) or None
 
 
-def _read_genai_common(a: dict[str, Any], call: LLMCall) -> None:
+def _read_genai_common(a: dict[str, Any], call: LLMCall, cache: MessageCache | None = None) -> None:
     call.model = call.model or a.get("gen_ai.response.model") or a.get("gen_ai.request.model")
     call.response_id = call.response_id or a.get("gen_ai.response.id")
     reasons = a.get("gen_ai.response.finish_reasons")
@@ -263,10 +272,18 @@ def _read_genai_common(a: dict[str, Any], call: LLMCall) -> None:
             a.get("gen_ai.usage.output_tokens", a.get("gen_ai.usage.completion_tokens"))
         )
     if not call.tools:
-        tools = _loads(a.get("gen_ai.tool.definitions"))
+        raw = a.get("gen_ai.tool.definitions")
+        if cache is not None and isinstance(raw, str):
+            call.tools = cache.tools(raw)
+            return
+        tools = _loads(raw)
         if not isinstance(tools, list):  # LiteLLM's otel callback, older OpenLLMetry
             tools = _indexed(unflatten(a, "llm.request.functions.")) if "llm.request.type" in a else []
-        call.tools = [d for d in map(tool_definition, tools) if d is not None]
+        call.tools = _tool_definitions(tools)
+
+
+def _tool_definitions(tools: Any) -> list[dict[str, Any]]:
+    return [d for d in map(tool_definition, tools) if d is not None] if isinstance(tools, list) else []
 
 
 def tool_definition(t: Any) -> dict[str, Any] | None:
@@ -292,7 +309,7 @@ def tool_definition(t: Any) -> dict[str, Any] | None:
 def _text(value: Any) -> str | None:
     if value is None or isinstance(value, str):
         return value
-    return json.dumps(value, separators=(",", ":"))
+    return _json.dumps(value)
 
 
 def _genai_message(m: Any) -> Message | None:
@@ -301,9 +318,16 @@ def _genai_message(m: Any) -> Message | None:
     LiteLLM's otel callback writes ``parts`` *and* OpenAI ``tool_calls`` / ``tool_call_id``
     on the same message, so both are read.
     """
-    if not isinstance(m, dict):
+    if type(m) is not dict:
         return None
     parts = m.get("parts")
+    if type(parts) is list and len(parts) == 1 and "tool_calls" not in m:
+        p = parts[0]  # the common case, one text part: no general parsing
+        if type(p) is dict and p.get("type") == "text" and type(p.get("content")) is str:
+            role = m.get("role")
+            return construct(Message, role=role if type(role) is str and role else "user", content=p["content"],
+                             name=_opt_str(m.get("name")), tool_calls=[],
+                             tool_call_id=_opt_str(m.get("tool_call_id")), reasoning=None)
     if isinstance(parts, list):
         content, reasoning, tool_calls, tool_call_id = _genai_parts(parts)
     else:
@@ -351,9 +375,7 @@ def _genai_parts(parts: list[Any]) -> tuple[str | None, str | None, list[ToolCal
         elif kind == "reasoning":
             reasoning.append(str(p.get("content", "")))
         elif kind == "tool_call":
-            tool_calls.append(
-                ToolCall(id=p.get("id"), name=str(p.get("name", "")), arguments=_text(p.get("arguments")) or "{}")
-            )
+            tool_calls.append(_tool_call(p.get("id"), p.get("name"), p.get("arguments")))
         elif kind == "tool_call_response":
             tool_call_id = p.get("id")
             texts.append(_text(p.get("response", p.get("result"))) or "")
@@ -365,11 +387,17 @@ def _genai_parts(parts: list[Any]) -> tuple[str | None, str | None, list[ToolCal
     )
 
 
+def _tool_call(call_id: Any, name: Any, arguments: Any) -> ToolCall:
+    """A ToolCall from loosely typed values (coerced here, so no validation is needed)."""
+    return construct(ToolCall, id=_opt_str(call_id), name=_opt_str(name) or "",
+                     arguments=_text(arguments) or "{}")
+
+
 def _openai_tool_call(tc: Any) -> ToolCall | None:
     if not isinstance(tc, dict):
         return None
     fn = tc.get("function") if isinstance(tc.get("function"), dict) else tc
-    return ToolCall(id=tc.get("id"), name=str(fn.get("name", "")), arguments=_text(fn.get("arguments")) or "{}")
+    return _tool_call(tc.get("id"), fn.get("name"), fn.get("arguments"))
 
 
 def _genai_messages(raw: list[Any]) -> list[Message]:

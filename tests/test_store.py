@@ -1,0 +1,268 @@
+"""The span store: dedup, episode queries, export/import, the SDK exporter, many processes."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from tracerl.core.errors import SpanDecodeError, StoreError
+from tracerl.core.spans import SpanRecord, from_readable_span
+from tracerl.core.store import SessionSummary, SpanStore, StoreExporter
+
+T1, T2, T3 = "a1" * 16, "b2" * 16, "c3" * 16
+
+
+def rec(trace: str, n: int, start: int, *, session: str | None = None, parent: int | None = None,
+        llm: bool = False, **attrs: Any) -> SpanRecord:
+    if session:
+        attrs["tracerl.session.id"] = session
+    if llm:
+        attrs["tracerl.span.type"] = "llm"
+    return SpanRecord(
+        trace_id=trace, span_id=format(n, "016x"), parent_span_id=format(parent, "016x") if parent else None,
+        name=f"span-{n}", start_ns=start, end_ns=start + 10, attributes=attrs,
+    )
+
+
+def names(records: list[SpanRecord]) -> list[str]:
+    return [r.name for r in records]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Any:
+    with SpanStore(tmp_path / "traces.db") as s:
+        yield s
+
+
+# --- writing ------------------------------------------------------------------------------
+
+
+def test_duplicates_are_ignored_counted_and_never_overwrite(store: SpanStore) -> None:
+    first = [rec(T1, 1, 100, note="first"), rec(T1, 2, 200), rec(T1, 3, 300)]
+    assert store.add(first) == 3
+    again = [rec(T1, 1, 100, note="second delivery"), rec(T1, 2, 200), rec(T1, 4, 400)]
+    assert store.add(again) == 1
+    assert store.duplicates == 2
+    assert store.count() == 4
+    assert store.spans(trace_id=T1)[0].attributes["note"] == "first"
+    assert store.add([]) == 0
+
+
+def test_megabyte_attribute_values_round_trip(store: SpanStore, tmp_path: Path) -> None:
+    text = "x" * 1_000_000 + "ü"
+    ids = list(range(250_000))
+    store.add([rec(T1, 1, 1, session="big", blob=text, ids=ids)])
+    [back] = store.spans(session_id="big")
+    assert back.attributes["blob"] == text
+    assert back.attributes["ids"] == ids
+    store.export_parquet(tmp_path / "big.parquet")
+    with SpanStore(":memory:") as other:
+        other.import_parquet(tmp_path / "big.parquet")
+        assert other.spans()[0].attributes["blob"] == text
+
+
+# --- reading ------------------------------------------------------------------------------
+
+
+def _episode_traces(store: SpanStore) -> None:
+    """T1: episode e1 with an untagged tool span and another session's span; T2: session-less."""
+    store.add([rec(T1, 5, 150, parent=1)])  # untagged, arrives before its trace is tagged
+    store.add([rec(T1, 1, 100, session="e1"), rec(T1, 2, 120, session="e1", parent=1, llm=True)])
+    store.add([rec(T1, 3, 130, session="e2", parent=1, llm=True), rec(T1, 4, 140, session="e1", parent=1)])
+    store.add([rec(T2, 10, 500), rec(T2, 11, 510, parent=10, llm=True)])
+    store.add([rec(T3, 20, 50, session="e1")])  # e1 spans a second trace too
+
+
+def test_session_query_takes_untagged_spans_of_its_traces_but_not_other_sessions(store: SpanStore) -> None:
+    _episode_traces(store)
+    assert names(store.spans(session_id="e1")) == ["span-20", "span-1", "span-2", "span-4", "span-5"]
+    assert names(store.spans(session_id="e2")) == ["span-3"]
+    assert names(store.spans(session_id=f"trace:{T2}")) == ["span-10", "span-11"]
+    assert store.spans(session_id="nobody") == []
+
+
+def test_trace_and_time_window_queries(store: SpanStore) -> None:
+    _episode_traces(store)
+    assert names(store.spans(trace_id=T1)) == ["span-1", "span-2", "span-3", "span-4", "span-5"]
+    # since inclusive, until exclusive, on the start time; ordered by start time
+    assert names(store.spans(since_ns=120, until_ns=150)) == ["span-2", "span-3", "span-4"]
+    assert names(store.spans(trace_id=T1, since_ns=130, limit=2)) == ["span-3", "span-4"]
+    assert names(store.spans(session_id="e1", until_ns=120)) == ["span-20", "span-1"]
+
+
+def test_sessions_summarise_each_episode_newest_first(store: SpanStore) -> None:
+    _episode_traces(store)
+    assert store.sessions() == [
+        SessionSummary(f"trace:{T2}", spans=2, llm_calls=1, start_ns=500, end_ns=520),
+        SessionSummary("e2", spans=1, llm_calls=1, start_ns=130, end_ns=140),
+        SessionSummary("e1", spans=5, llm_calls=1, start_ns=50, end_ns=160),
+    ]
+    assert [s.session_id for s in store.sessions(since_ns=100)] == [f"trace:{T2}", "e2"]
+    assert [s.session_id for s in store.sessions(until_ns=500, limit=1)] == ["e2"]
+
+
+# --- export / import ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_export_import_round_trip_is_exact(store: SpanStore, tmp_path: Path, fmt: str) -> None:
+    _episode_traces(store)
+    store.add([rec(T2, 12, 520, parent=10, score=0.25, ok=True, tags=["a", "ü"], nested={"k": [1, None]},
+                   text="line\nbreak \"quoted\"")])
+    path = tmp_path / f"spans.{fmt}"
+    export, load = (store.export_jsonl, "import_jsonl") if fmt == "jsonl" else (store.export_parquet, "import_parquet")
+    assert export(path) == store.count() == 9
+    with SpanStore(tmp_path / "copy.db") as copy:
+        assert getattr(copy, load)(path) == 9
+        assert [r.to_dict() for r in copy.spans()] == [r.to_dict() for r in store.spans()]
+        assert copy.sessions() == store.sessions()
+        assert getattr(copy, load)(path) == 0  # importing twice adds nothing
+    assert export(tmp_path / f"e2.{fmt}", session_id="e2") == 1
+
+
+def test_import_with_one_bad_line_stores_nothing_and_names_the_line(store: SpanStore, tmp_path: Path) -> None:
+    _episode_traces(store)
+    path = tmp_path / "spans.jsonl"
+    store.export_jsonl(path)
+    lines = path.read_text().splitlines(keepends=True)
+    lines[3] = lines[3].replace('"span_id":"', '"span_id":"zz', 1)
+    path.write_text("".join(lines))
+    with SpanStore(tmp_path / "other.db") as other:
+        with pytest.raises(SpanDecodeError, match="line 4: invalid span record"):
+            other.import_jsonl(path)
+        assert other.count() == 0
+
+
+def test_import_parquet_of_another_file_says_what_it_expects(store: SpanStore, tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"x": [1]}), tmp_path / "other.parquet")
+    with pytest.raises(SpanDecodeError, match="is not a span export"):
+        store.import_parquet(tmp_path / "other.parquet")
+
+
+# --- the OpenTelemetry exporter -----------------------------------------------------------
+
+
+def test_store_exporter_under_batch_span_processor(store: SpanStore) -> None:
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "agent"}))
+    provider.add_span_processor(BatchSpanProcessor(StoreExporter(store), max_export_batch_size=16,
+                                                   schedule_delay_millis=50))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("tests.store")
+    for i in range(40):
+        with (
+            tracer.start_as_current_span("episode", attributes={"tracerl.session.id": f"s{i % 4}"}),
+            tracer.start_as_current_span("chat", attributes={"gen_ai.operation.name": "chat", "i": i}),
+        ):
+            pass
+    assert provider.force_flush(10_000)
+    expected = sorted((from_readable_span(s).to_dict() for s in memory.get_finished_spans()),
+                      key=lambda d: (d["start_ns"], d["span_id"]))
+    assert [r.to_dict() for r in store.spans()] == expected
+    assert {s.session_id: (s.spans, s.llm_calls) for s in store.sessions()} == {f"s{i}": (20, 10) for i in range(4)}
+    provider.shutdown()
+
+
+def test_store_exporter_reports_failure_instead_of_raising(tmp_path: Path) -> None:
+    path = tmp_path / "traces.db"
+    store = SpanStore(path)
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    with provider.get_tracer("t").start_as_current_span("x"):
+        pass
+    spans = memory.get_finished_spans()
+    # Another process makes the file refuse writes (as a full disk or read-only mount would).
+    with sqlite3.connect(path) as other:
+        other.execute("CREATE TRIGGER refuse BEFORE INSERT ON spans BEGIN SELECT RAISE(ABORT, 'disk full'); END")
+    with pytest.raises(StoreError, match="writing 1 spans to .* failed: disk full"):
+        store.add(from_readable_span(s) for s in spans)
+    exporter = StoreExporter(store)
+    assert exporter.export(spans) is SpanExportResult.FAILURE
+    with sqlite3.connect(path) as other:
+        other.execute("DROP TRIGGER refuse")
+    assert exporter.export(spans) is SpanExportResult.SUCCESS
+    store.close()
+    assert exporter.export(spans) is SpanExportResult.FAILURE  # a closed store, too
+    provider.shutdown()
+
+
+def test_unwritable_path_is_a_store_error_with_a_hint(tmp_path: Path) -> None:
+    (tmp_path / "dir.db").mkdir()
+    with pytest.raises(StoreError, match="cannot open span store .*TRACERL_HOME"):
+        SpanStore(tmp_path / "dir.db")
+
+
+# --- many processes --------------------------------------------------------------------------
+
+WRITERS, BATCHES, BATCH = 4, 50, 20
+
+
+def _writer(path: str, w: int, go: Any) -> None:
+    go.wait()
+    store = SpanStore(path)  # opened at the same moment by every writer: a new file
+    for b in range(BATCHES):
+        trace = format(w * 1000 + b + 1, "032x")
+        batch = [rec(trace, w * 100_000 + b * 100 + i + 1, time.time_ns(), session=f"w{w}-b{b}")
+                 for i in range(BATCH)]
+        assert store.add(batch) == BATCH
+    store.close()
+
+
+def _reader(path: str, go: Any, done: Any, out: Any) -> None:
+    go.wait()
+    while not Path(path).exists():
+        time.sleep(0.005)
+    store = SpanStore(path)
+    reads, last, torn = 0, 0, []
+    while True:
+        finished = done.is_set()
+        n = store.count()
+        assert n >= last, f"count went back from {last} to {n}"
+        last = n
+        for s in store.sessions(limit=3):
+            got = len(store.spans(session_id=s.session_id))
+            if got != BATCH:  # a batch is one transaction: never seen half-written
+                torn.append((s.session_id, got))
+        reads += 1
+        if finished:
+            break
+    store.close()
+    out.put((reads, last, torn))
+
+
+def test_four_processes_write_one_file_while_another_reads(tmp_path: Path) -> None:
+    path = str(tmp_path / "shared.db")
+    ctx = multiprocessing.get_context("spawn")
+    go, done, out = ctx.Event(), ctx.Event(), ctx.Queue()
+    writers = [ctx.Process(target=_writer, args=(path, w, go)) for w in range(WRITERS)]
+    reader = ctx.Process(target=_reader, args=(path, go, done, out))
+    for p in [*writers, reader]:
+        p.start()
+    go.set()
+    for p in writers:
+        p.join(60)
+    done.set()
+    reads, last_seen, torn = out.get(timeout=60)
+    reader.join(10)
+    assert [p.exitcode for p in writers] == [0] * WRITERS
+    assert reader.exitcode == 0
+    assert torn == []
+    assert reads > 1 and last_seen == WRITERS * BATCHES * BATCH
+    with SpanStore(path) as store:
+        assert store.count() == WRITERS * BATCHES * BATCH
+        assert store.check() == "ok"
+        assert len(store.sessions()) == WRITERS * BATCHES
+        assert store.duplicates == 0
