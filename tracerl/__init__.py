@@ -13,6 +13,11 @@ __version__ = "0.1.0.dev0"
 
 _EXPORTS: dict[str, str] = {
     "ConfigError": "tracerl.core.errors",
+    "GatewayServer": "tracerl.gateway.server",
+    "SamplingParams": "tracerl.engines.base",
+    "TorchEngine": "tracerl.engines.torch_engine",
+    "UpstreamEngine": "tracerl.engines.upstream",
+    "episodes_from_sessions": "tracerl.core.convert",
     "Episode": "tracerl.core.types",
     "Message": "tracerl.core.types",
     "MissingDependencyError": "tracerl.core.errors",
@@ -45,10 +50,12 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "ConfigError",
     "Episode",
+    "GatewayServer",
     "Message",
     "MissingDependencyError",
     "RolloutConfig",
     "RolloutSettings",
+    "SamplingParams",
     "Session",
     "SpanDecodeError",
     "SpanRecord",
@@ -60,12 +67,15 @@ __all__ = [
     "TerminationReason",
     "TokenSequence",
     "ToolCall",
+    "TorchEngine",
     "TracerlError",
     "Trajectory",
     "TrajectoryGroup",
+    "UpstreamEngine",
     "decode_otlp",
     "emit_reward",
     "episode_from_spans",
+    "episodes_from_sessions",
     "episodes_from_store",
     "group_trajectories",
     "rollout",
@@ -88,7 +98,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tracerl.core.convert import episode_from_spans, episodes_from_store
+    from tracerl.core.convert import episode_from_spans, episodes_from_sessions, episodes_from_store
     from tracerl.core.errors import (
         ConfigError,
         MissingDependencyError,
@@ -119,3 +129,7 @@ if TYPE_CHECKING:  # pragma: no cover
         TrajectoryGroup,
         group_trajectories,
     )
+    from tracerl.engines.base import SamplingParams
+    from tracerl.engines.torch_engine import TorchEngine
+    from tracerl.engines.upstream import UpstreamEngine
+    from tracerl.gateway.server import GatewayServer

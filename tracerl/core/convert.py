@@ -19,7 +19,6 @@ from __future__ import annotations
 import bisect
 import contextlib
 import gc
-import json
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -28,7 +27,7 @@ from . import semconv as sc
 from .sequences import build_sequences
 from .spans import SpanRecord, to_records
 from .store import TRACE_SESSION_PREFIX
-from .types import Episode, Message, Step, Task, TerminationReason, Trajectory, construct
+from .types import Episode, Step, Task, TerminationReason, Trajectory, construct
 
 DEFAULT_AGENT = "main"
 _Key = tuple[str, str]  # (trace_id, span_id)
@@ -433,7 +432,3 @@ def split_sessions(spans: Sequence[Any]) -> dict[str, list[SpanRecord]]:
         out.setdefault(sid, []).append(r)
     return out
 
-
-def message_text(messages: Sequence[Message]) -> str:
-    """A compact one-line rendering (for CLI trees and logs)."""
-    return json.dumps([m.model_dump(exclude_defaults=True) for m in messages])[:200]
