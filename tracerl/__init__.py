@@ -39,12 +39,14 @@ _EXPORTS: dict[str, str] = {
     "TrajectoryGroup": "tracerl.core.types",
     "decode_otlp": "tracerl.core.spans",
     "emit_reward": "tracerl.core.rollout",
+    "instrument": "tracerl.adapters",
     "episode_from_spans": "tracerl.core.convert",
     "episodes_from_store": "tracerl.core.convert",
     "group_trajectories": "tracerl.core.types",
     "rollout": "tracerl.core.rollout",
     "session": "tracerl.core.rollout",
     "setup_tracing": "tracerl.core.otel",
+    "uninstrument": "tracerl.adapters",
 }
 
 __all__ = [
@@ -78,9 +80,11 @@ __all__ = [
     "episodes_from_sessions",
     "episodes_from_store",
     "group_trajectories",
+    "instrument",
     "rollout",
     "session",
     "setup_tracing",
+    "uninstrument",
 ]
 
 
@@ -98,6 +102,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover
+    from tracerl.adapters import instrument, uninstrument
     from tracerl.core.convert import episode_from_spans, episodes_from_sessions, episodes_from_store
     from tracerl.core.errors import (
         ConfigError,

@@ -1,4 +1,55 @@
-"""Framework adapters: one module per framework, each an idempotent instrument()/uninstrument()
-pair on the framework's own hooks (LangChain callbacks, Agents SDK processors, LiteLLM
-CustomLogger). Built in the adapters issue; until then third-party instrumentors
-(OpenInference, OpenLLMetry) inside a ``tracerl.session`` already produce usable spans."""
+"""Framework adapters: one line turns an agent's framework calls into training traces.
+
+    tracerl.instrument("langgraph")      # or "langchain", "all"
+
+Each adapter is a module with idempotent ``instrument()`` / ``uninstrument()`` on the
+framework's own extension point (LangChain's configure hook for callbacks). Spans go to the
+span store by default (``store=``), to an OTLP endpoint when ``otlp_endpoint=`` is given,
+through the app's own TracerProvider when it has one.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from tracerl.core.errors import ConfigError
+
+# framework name -> adapter module (LangGraph runs on LangChain's callback system)
+ADAPTERS: dict[str, str] = {
+    "langchain": "tracerl.adapters.langchain",
+    "langgraph": "tracerl.adapters.langchain",
+}
+
+
+def _modules(framework: str) -> list[Any]:
+    if framework == "all":
+        names = sorted(set(ADAPTERS.values()))
+    elif framework in ADAPTERS:
+        names = [ADAPTERS[framework]]
+    else:
+        raise ConfigError(f"unknown framework {framework!r}; choose one of {sorted(ADAPTERS)} or 'all'")
+    return [importlib.import_module(n) for n in names]
+
+
+def instrument(framework: str = "all", **options: Any) -> None:
+    """Instrument ``framework`` ("all": every adapter whose framework is installed)."""
+    for module in _modules_installed(framework):
+        module.instrument(**options)
+
+
+def uninstrument(framework: str = "all") -> None:
+    for module in _modules_installed(framework):
+        module.uninstrument()
+
+
+def _modules_installed(framework: str) -> list[Any]:
+    if framework != "all":
+        return _modules(framework)
+    out = []
+    for name in sorted(set(ADAPTERS.values())):
+        try:
+            out.append(importlib.import_module(name))
+        except ImportError:  # that framework is not installed: nothing to instrument
+            continue
+    return out

@@ -1,0 +1,116 @@
+"""tracerl.instrument("langgraph"): one line, and LangGraph/LangChain calls become episodes."""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+
+import tracerl
+from tracerl.core.otel import setup_tracing
+from tracerl.core.store import SpanStore
+from tracerl.testing import ScriptedServer, calculator_script
+
+langgraph = pytest.importorskip("langgraph.graph")
+
+
+class State(TypedDict, total=False):
+    question: str
+    answer: str
+    verdict: str
+
+
+@pytest.fixture
+def tracing(tmp_path):
+    provider = TracerProvider()
+    state = setup_tracing(SpanStore(tmp_path / "lc.db"), tracer_provider=provider)
+    yield state
+    provider.shutdown()
+
+
+@pytest.fixture
+def instrumented(tracing):
+    tracerl.instrument("langgraph", tracer_provider=tracing.provider)
+    yield
+    tracerl.uninstrument("langgraph")
+
+
+def _solver_judge(base_url: str):
+    from langchain_openai import ChatOpenAI
+
+    llm = ChatOpenAI(model="scripted", base_url=base_url, api_key="x")
+    graph = langgraph.StateGraph(State)
+    graph.add_node("solver", lambda s: {"answer": llm.invoke(s["question"]).content})
+    graph.add_node("judge", lambda s: {"verdict": llm.invoke(f"Check: {s['answer']} for 1+1").content})
+    graph.add_edge(langgraph.START, "solver")
+    graph.add_edge("solver", "judge")
+    graph.add_edge("judge", langgraph.END)
+    return graph.compile()
+
+
+def test_langgraph_nodes_become_trajectories_joined_to_gateway_tokens(tracing, instrumented):
+    with ScriptedServer(calculator_script, tracer_provider=tracing.provider) as server:
+        @tracerl.rollout
+        def solve(task, config):
+            # a plain /v1 URL: the session reaches the server in W3C baggage
+            out = _solver_judge(server.url + "/v1").invoke({"question": task.data["q"]})
+            tracerl.emit_reward(1.0 if "5" in out["answer"] else 0.0)
+
+        ep = solve({"id": "t1", "data": {"q": "What is 2+3?"}}, tracing=tracing)
+    assert ep.termination_reason is tracerl.TerminationReason.SUCCESS and ep.reward == 1.0
+    assert [t.name for t in ep.trajectories] == ["solver", "judge"]
+    assert ep.metrics["convert/joined_by_parent"] == 2
+    for step in ep.steps:
+        assert step.has_tokens and step.metadata["framework_dialect"] == "genai"
+    assert {r["session"] for r in server.requests} == {None}  # nothing in the path...
+    assert ep.steps[0].output_message.content == "The answer is 5."
+
+
+async def test_async_graph_and_tool_calls(tracing, instrumented):
+    from langchain_core.tools import tool
+    from langchain_openai import ChatOpenAI
+    from langgraph.prebuilt import create_react_agent  # still shipped in langgraph 1.x
+
+    @tool
+    def calculator(expression: str) -> str:
+        """Evaluate a+b."""
+        a, b = expression.split("+")
+        return str(int(a) + int(b))
+
+    with ScriptedServer(calculator_script, tracer_provider=tracing.provider) as server:
+        @tracerl.rollout
+        async def solve(task, config):
+            llm = ChatOpenAI(model="scripted", base_url=server.url + "/v1", api_key="x")
+            agent = create_react_agent(llm, [calculator])
+            result = await agent.ainvoke({"messages": [("user", task.data["q"])]})
+            return float("42" in result["messages"][-1].content)
+
+        ep = await solve({"id": "t2", "data": {"q": "What is 40+2?"}}, tracing=tracing)
+    assert ep.reward == 1.0
+    (traj,) = ep.trajectories
+    assert [s.sequence for s in traj.steps] == [0, 1] and traj.steps[0].metadata["tool_names"] == ["calculator"]
+    assert len(traj.sequences) == 1 and traj.prefix_breaks == 0
+    assert ep.metrics["convert/joined_by_parent"] == 2
+    spans = next(iter(tracing.stores.values())).spans(session_id=ep.id)
+    assert any(s.name == "execute_tool calculator" for s in spans)
+
+
+def test_uninstrument_restores_langchain_exactly(tracing):
+    from langchain_core.tracers.context import _configure_hooks
+    from opentelemetry.instrumentation.httpx import HTTPX2ClientInstrumentor
+
+    before = list(_configure_hooks)
+    tracerl.instrument("langchain", tracer_provider=tracing.provider)
+    tracerl.instrument("langchain", tracer_provider=tracing.provider)  # idempotent
+    assert len(_configure_hooks) == len(before) + 1
+    assert HTTPX2ClientInstrumentor().is_instrumented_by_opentelemetry
+    tracerl.uninstrument("langchain")
+    tracerl.uninstrument("langchain")
+    assert _configure_hooks == before
+    assert not HTTPX2ClientInstrumentor().is_instrumented_by_opentelemetry
+
+
+def test_unknown_framework_is_a_clear_error():
+    with pytest.raises(tracerl.ConfigError, match="unknown framework 'crewai'"):
+        tracerl.instrument("crewai")

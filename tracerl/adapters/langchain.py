@@ -1,0 +1,277 @@
+"""LangChain and LangGraph: a globally registered callback handler.
+
+``instrument()`` registers :class:`TracerlCallbackHandler` through LangChain's own
+configure hook (``langchain_core.tracers.context.register_configure_hook``), so every
+runnable invoked anywhere in the process reports to it, LangGraph graphs included; nothing is
+monkey-patched. Spans written:
+
+* ``invoke_workflow {name}`` for each top-level run (a graph or chain invocation);
+* ``node {name}`` for each LangGraph node run, with ``tracerl.node.name`` and the step;
+* ``chat {model}`` per chat-model call (GenAI attributes: messages, tools, model, usage,
+  response id, finish reason; plus ``tracerl.node.name`` and, when the run's metadata has
+  ``tracerl_agent``, ``tracerl.agent.name``), current while the HTTP call is made;
+* ``execute_tool {name}`` per tool run.
+
+Name a role explicitly with ``config={"metadata": {"tracerl_agent": "judge"}}``; otherwise
+the converter names trajectories after the LangGraph node that made the call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from tracerl.core import semconv as sc
+from tracerl.core.types import Message, ToolCall
+
+from . import _common
+
+SUPPORTED_VERSIONS = "langchain-core >= 1.0, langgraph >= 1.0"
+log = logging.getLogger(__name__)
+
+try:
+    from langchain_core.callbacks import BaseCallbackHandler
+except ImportError as exc:  # pragma: no cover
+    from tracerl.core.errors import MissingDependencyError
+
+    raise MissingDependencyError("langchain-core", "langchain", "The LangChain adapter") from exc
+
+
+@dataclass
+class _Run:
+    span: trace.Span | None  # None: a run we do not trace, kept for parent lookup
+    parent: UUID | None
+    token: object | None = None
+
+
+_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool", "function": "tool",
+          "chat": "user", "developer": "system"}
+
+
+def _text(content: Any) -> str | None:
+    if isinstance(content, list):
+        return "".join(p if isinstance(p, str) else str(p.get("text", "")) for p in content
+                       if isinstance(p, str) or p.get("type") == "text") or None
+    return content
+
+
+def to_message(m: Any) -> Message:
+    """A LangChain BaseMessage as our Message."""
+    role = _ROLES.get(getattr(m, "type", "human"), "user")
+    calls = [ToolCall(id=tc.get("id"), name=str(tc.get("name", "")), arguments=json.dumps(tc.get("args", {})))
+             for tc in getattr(m, "tool_calls", None) or ()]
+    return Message(role=role, content=_text(m.content), name=getattr(m, "name", None), tool_calls=calls,
+                   tool_call_id=getattr(m, "tool_call_id", None))
+
+
+class TracerlCallbackHandler(BaseCallbackHandler):
+    """Turns LangChain runs into OTel GenAI spans. Never raises into LangChain."""
+
+    run_inline = True  # run in the caller's task/thread, so our span is current for the HTTP call
+    raise_error = False
+
+    def __init__(self, tracer: trace.Tracer):
+        self._tracer = tracer
+        self._runs: dict[UUID, _Run] = {}
+        self._lock = threading.Lock()
+
+    # -- bookkeeping ------------------------------------------------------------------
+
+    def _parent_span(self, parent_run_id: UUID | None) -> trace.Span | None:
+        run_id = parent_run_id
+        with self._lock:
+            while run_id is not None:
+                run = self._runs.get(run_id)
+                if run is None:
+                    return None
+                if run.span is not None:
+                    return run.span
+                run_id = run.parent
+        return None
+
+    def _start(self, run_id: UUID, parent_run_id: UUID | None, name: str | None, kind: SpanKind,
+               attrs: dict[str, Any], *, current: bool = False) -> None:
+        parent = self._parent_span(parent_run_id)
+        ctx = trace.set_span_in_context(parent) if parent is not None else None
+        span = self._tracer.start_span(name, context=ctx, kind=kind, attributes=attrs) if name else None
+        token = None
+        if current and span is not None:
+            token = otel_context.attach(trace.set_span_in_context(span))
+        with self._lock:
+            self._runs[run_id] = _Run(span, parent_run_id, token)
+
+    def _end(self, run_id: UUID, attrs: dict[str, Any] | None = None, error: BaseException | None = None) -> None:
+        with self._lock:
+            run = self._runs.pop(run_id, None)
+        if run is None:
+            return
+        if run.token is not None:
+            with contextlib.suppress(Exception):  # a run ended in another context: nothing to restore
+                otel_context.detach(run.token)  # type: ignore[arg-type]
+        if run.span is None:
+            return
+        if attrs:
+            run.span.set_attributes(attrs)
+        if error is not None:
+            run.span.record_exception(error)
+            run.span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:200]))
+            run.span.set_attribute("error.type", type(error).__name__)
+        run.span.end()
+
+    # -- chains and LangGraph nodes ---------------------------------------------------
+
+    def on_chain_start(self, serialized: dict[str, Any] | None, inputs: Any, *, run_id: UUID,
+                       parent_run_id: UUID | None = None, metadata: dict[str, Any] | None = None,
+                       **kwargs: Any) -> None:
+        metadata = metadata or {}
+        name = kwargs.get("name") or (serialized or {}).get("name") or "chain"
+        if parent_run_id is None:
+            self._start(run_id, None, f"invoke_workflow {name}", SpanKind.INTERNAL,
+                        {"gen_ai.operation.name": "invoke_workflow", "gen_ai.workflow.name": name})
+        elif metadata.get("langgraph_node") == name and parent_run_id in self._runs:
+            attrs = {sc.NODE_NAME: name, "langgraph.step": int(metadata.get("langgraph_step", 0))}
+            if metadata.get("tracerl_agent"):
+                attrs[sc.AGENT_NAME] = str(metadata["tracerl_agent"])
+            self._start(run_id, parent_run_id, f"node {name}", SpanKind.INTERNAL, attrs)
+        else:
+            self._start(run_id, parent_run_id, None, SpanKind.INTERNAL, {})
+
+    def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._end(run_id)
+
+    def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._end(run_id, error=error)
+
+    # -- chat models ------------------------------------------------------------------
+
+    def on_chat_model_start(self, serialized: dict[str, Any] | None, messages: list[list[Any]], *, run_id: UUID,
+                            parent_run_id: UUID | None = None, metadata: dict[str, Any] | None = None,
+                            **kwargs: Any) -> None:
+        metadata = metadata or {}
+        params = kwargs.get("invocation_params") or {}
+        model = params.get("model") or params.get("model_name") or metadata.get("ls_model_name") or "unknown"
+        attrs: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": str(metadata.get("ls_provider") or "unknown"),
+            "gen_ai.request.model": str(model),
+            "gen_ai.input.messages": sc.genai_message_json([to_message(m) for m in (messages[0] if messages else [])]),
+        }
+        for key in ("temperature", "top_p", "max_tokens"):
+            if isinstance(params.get(key), (int, float)):
+                attrs[f"gen_ai.request.{key}"] = params[key]
+        if params.get("tools"):
+            attrs["gen_ai.tool.definitions"] = json.dumps(params["tools"], separators=(",", ":"), default=str)
+        if metadata.get("langgraph_node"):
+            attrs[sc.NODE_NAME] = str(metadata["langgraph_node"])
+        if metadata.get("tracerl_agent"):
+            attrs[sc.AGENT_NAME] = str(metadata["tracerl_agent"])
+        self._start(run_id, parent_run_id, f"chat {model}", SpanKind.CLIENT, attrs, current=True)
+
+    def on_llm_start(self, serialized: dict[str, Any] | None, prompts: list[str], *, run_id: UUID,
+                     parent_run_id: UUID | None = None, **kwargs: Any) -> None:
+        from langchain_core.messages import HumanMessage
+
+        self.on_chat_model_start(serialized, [[HumanMessage(p) for p in prompts[:1]]], run_id=run_id,
+                                 parent_run_id=parent_run_id, **kwargs)
+
+    def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._end(run_id, _result_attributes(response))
+
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._end(run_id, error=error)
+
+    # -- tools ------------------------------------------------------------------------
+
+    def on_tool_start(self, serialized: dict[str, Any] | None, input_str: str, *, run_id: UUID,
+                      parent_run_id: UUID | None = None, **kwargs: Any) -> None:
+        name = kwargs.get("name") or (serialized or {}).get("name") or "tool"
+        attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}
+        if kwargs.get("tool_call_id"):
+            attrs["gen_ai.tool.call.id"] = str(kwargs["tool_call_id"])
+        self._start(run_id, parent_run_id, f"execute_tool {name}", SpanKind.INTERNAL, attrs)
+
+    def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._end(run_id)
+
+    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._end(run_id, error=error)
+
+
+def _result_attributes(response: Any) -> dict[str, Any]:
+    """GenAI response attributes from an LLMResult."""
+    attrs: dict[str, Any] = {}
+    gens = response.generations[0] if getattr(response, "generations", None) else []
+    llm_output = getattr(response, "llm_output", None) or {}
+    if not gens:
+        return attrs
+    gen = gens[0]
+    message = getattr(gen, "message", None)
+    info = getattr(gen, "generation_info", None) or {}
+    meta = getattr(message, "response_metadata", None) or {}
+    out = to_message(message) if message is not None else Message(role="assistant", content=gen.text)
+    finish = info.get("finish_reason") or meta.get("finish_reason")
+    attrs["gen_ai.output.messages"] = sc.genai_message_json([out])
+    if finish:
+        attrs["gen_ai.response.finish_reasons"] = [str(finish)]
+    response_id = llm_output.get("id") or meta.get("id")
+    if response_id:
+        attrs["gen_ai.response.id"] = str(response_id)
+    model = llm_output.get("model_name") or meta.get("model_name")
+    if model:
+        attrs["gen_ai.response.model"] = str(model)
+    usage = getattr(message, "usage_metadata", None) or {}
+    if usage:
+        attrs["gen_ai.usage.input_tokens"] = int(usage.get("input_tokens", 0))
+        attrs["gen_ai.usage.output_tokens"] = int(usage.get("output_tokens", 0))
+    return attrs
+
+
+# -- instrument / uninstrument ----------------------------------------------------------
+
+_state: dict[str, Any] = {}
+
+
+def instrument(*, store: Any = None, otlp_endpoint: str | None = None, tracer_provider: Any = None,
+               propagate: bool = True) -> None:
+    """Report every LangChain/LangGraph run in this process as spans. Idempotent."""
+    from langchain_core.tracers.context import _configure_hooks, register_configure_hook
+
+    if _state:
+        log.info("tracerl: LangChain is already instrumented")
+        return
+    tracing = _common.tracing_for(store, otlp_endpoint, tracer_provider)
+    handler = TracerlCallbackHandler(_common.tracer(tracing, "langchain"))
+    # The variable's default is the handler, so every context (threads, tasks) sees it.
+    var: ContextVar[Any] = ContextVar("tracerl_langchain_handler", default=handler)
+    register_configure_hook(var, True)
+    _state.update(handler=handler, hook=_configure_hooks[-1], propagate=propagate)
+    if propagate:
+        _common.enable_http_propagation("langchain", tracing.provider)
+
+
+def uninstrument() -> None:
+    """Remove the handler; LangChain is left exactly as before."""
+    from langchain_core.tracers.context import _configure_hooks
+
+    if not _state:
+        log.info("tracerl: LangChain is not instrumented")
+        return
+    hook = _state["hook"]
+    _configure_hooks[:] = [h for h in _configure_hooks if h is not hook]
+    if _state.get("propagate"):
+        _common.disable_http_propagation("langchain")
+    _state.clear()
+
+
+def is_instrumented() -> bool:
+    return bool(_state)
