@@ -1,0 +1,78 @@
+"""tracerl.instrument("openai-agents"): Agents SDK runs become episodes; nothing is uploaded."""
+
+from __future__ import annotations
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+
+import tracerl
+from tracerl.core.otel import setup_tracing
+from tracerl.core.store import SpanStore
+from tracerl.testing import ScriptedServer, calculator_script
+
+agents = pytest.importorskip("agents")
+
+
+@pytest.fixture
+def tracing(tmp_path):
+    provider = TracerProvider()
+    state = setup_tracing(SpanStore(tmp_path / "agents.db"), tracer_provider=provider)
+    yield state
+    provider.shutdown()
+
+
+@pytest.fixture
+def instrumented(tracing, monkeypatch):
+    from agents.tracing import processors
+
+    sent = []
+    # Were anything to reach OpenAI's uploader, record it instead of sending it.
+    monkeypatch.setattr(processors.BackendSpanExporter, "export", lambda self, items: sent.extend(items))
+    tracerl.instrument("openai-agents", tracer_provider=tracing.provider)
+    yield sent
+    tracerl.uninstrument("openai-agents")
+
+
+async def test_agent_with_tool_becomes_an_episode_joined_to_gateway_tokens(tracing, instrumented):
+    from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool
+    from openai import AsyncOpenAI
+
+    @function_tool
+    def calculator(expression: str) -> str:
+        """Evaluate a+b."""
+        a, b = expression.split("+")
+        return str(int(a) + int(b))
+
+    with ScriptedServer(calculator_script, tracer_provider=tracing.provider) as server:
+        @tracerl.rollout
+        async def solve(task, config):
+            client = AsyncOpenAI(base_url=server.url + "/v1", api_key="x")
+            agent = Agent(name="math_solver", instructions="Use the calculator.", tools=[calculator],
+                          model=OpenAIChatCompletionsModel(model="scripted", openai_client=client))
+            result = await Runner.run(agent, task.data["q"])
+            return float("12" in result.final_output)
+
+        ep = await solve({"id": "t", "data": {"q": "What is 7+5?"}}, tracing=tracing)
+    assert ep.reward == 1.0 and ep.termination_reason is tracerl.TerminationReason.SUCCESS
+    (traj,) = ep.trajectories
+    assert traj.name == "math_solver"
+    assert [s.sequence for s in traj.steps] == [0, 1] and all(s.has_tokens for s in traj.steps)
+    assert ep.metrics["convert/joined_by_parent"] == 2
+    assert len(traj.sequences) == 1 and traj.prefix_breaks == 0
+    names = {s.name for s in next(iter(tracing.stores.values())).spans(session_id=ep.id)}
+    assert {"invoke_agent math_solver", "execute_tool calculator"} <= names
+    assert instrumented == []  # nothing went to OpenAI's trace endpoint
+
+
+def test_uninstrument_restores_the_sdk_processors(tracing):
+    from agents.tracing import get_trace_provider
+
+    provider = get_trace_provider()
+    before = tuple(provider._multi_processor._processors)
+    tracerl.instrument("openai-agents", tracer_provider=tracing.provider)
+    tracerl.instrument("openai-agents", tracer_provider=tracing.provider)
+    during = provider._multi_processor._processors
+    assert sum(type(p).__name__ == "TracerlTracingProcessor" for p in during) == 1
+    assert not any(type(p).__name__ == "BatchTraceProcessor" for p in during)
+    tracerl.uninstrument("openai-agents")
+    assert tuple(provider._multi_processor._processors) == before

@@ -1,0 +1,214 @@
+"""OpenAI Agents SDK: a TracingProcessor that turns the SDK's own trace into OTel spans.
+
+``instrument()`` registers :class:`TracerlTracingProcessor` with the SDK's trace provider and
+takes the SDK's default uploader (BatchTraceProcessor -> api.openai.com) out of the chain, so
+nothing leaves the machine; ``uninstrument()`` puts the processor list back as it was.
+Tracing is switched on while instrumented (an ``OPENAI_AGENTS_DISABLE_TRACING`` set only to
+stop uploads would otherwise silence us too).
+
+Spans: ``invoke_workflow {trace}``, ``invoke_agent {agent}`` (``gen_ai.agent.name``; the
+converter names trajectories after it), ``chat {model}`` per generation/response (current
+while the HTTP call is made, so the gateway's span nests under it), ``execute_tool {name}``
+and ``handoff {from} -> {to}``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from tracerl.core import semconv as sc
+from tracerl.core.types import Message, ToolCall
+
+from . import _common
+
+SUPPORTED_VERSIONS = "openai-agents >= 0.20"
+log = logging.getLogger(__name__)
+
+try:
+    from agents.tracing import TracingProcessor, get_trace_provider
+except ImportError as exc:  # pragma: no cover
+    from tracerl.core.errors import MissingDependencyError
+
+    raise MissingDependencyError("openai-agents", "openai-agents", "The OpenAI Agents adapter") from exc
+
+
+def _messages(items: Any) -> list[Message]:
+    """Chat Completions messages (the SDK's generation input/output) as our Messages."""
+    out = []
+    for m in items or ():
+        if not isinstance(m, dict):
+            continue
+        content = m.get("content")
+        if isinstance(content, list):
+            content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict)) or None
+        calls = [ToolCall(id=tc.get("id"), name=str((tc.get("function") or {}).get("name", "")),
+                          arguments=str((tc.get("function") or {}).get("arguments") or "{}"))
+                 for tc in m.get("tool_calls") or () if isinstance(tc, dict)]
+        out.append(Message(role=str(m.get("role", "user")), content=content if isinstance(content, str) else None,
+                           tool_calls=calls, tool_call_id=m.get("tool_call_id")))
+    return out
+
+
+class TracerlTracingProcessor(TracingProcessor):
+    """Receives the SDK's traces and spans; never raises into the SDK."""
+
+    def __init__(self, tracer: trace.Tracer):
+        self._tracer = tracer
+        self._spans: dict[str, tuple[trace.Span, object | None]] = {}
+        self._skipped: dict[str, str | None] = {}  # SDK spans we do not mirror (task, turn) -> parent
+        self._lock = threading.Lock()
+
+    def _parent(self, key: str | None) -> Any:
+        with self._lock:
+            for _ in range(64):  # walk up through skipped spans to the nearest mirrored one
+                if key is None:
+                    return None
+                found = self._spans.get(key)
+                if found is not None:
+                    return trace.set_span_in_context(found[0])
+                if key not in self._skipped:
+                    return None
+                key = self._skipped[key]
+        return None
+
+    def on_trace_start(self, t: Any) -> None:
+        span = self._tracer.start_span(f"invoke_workflow {t.name}", kind=SpanKind.INTERNAL, attributes={
+            "gen_ai.operation.name": "invoke_workflow", "gen_ai.workflow.name": str(t.name)})
+        with self._lock:
+            self._spans[t.trace_id] = (span, None)
+
+    def on_trace_end(self, t: Any) -> None:
+        with self._lock:
+            found = self._spans.pop(t.trace_id, None)
+        if found:
+            found[0].end()
+
+    def on_span_start(self, span: Any) -> None:
+        with contextlib.suppress(Exception):  # tracing must never break the agent
+            self._start(span)
+
+    def _start(self, span: Any) -> None:
+        data = span.span_data
+        kind, name, attrs, current = SpanKind.INTERNAL, None, {}, False
+        if data.type == "agent":
+            name = f"invoke_agent {data.name}"
+            attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": str(data.name)}
+        elif data.type in ("generation", "response"):
+            model = getattr(data, "model", None) or "unknown"
+            name, kind, current = f"chat {model}", SpanKind.CLIENT, True
+            attrs = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai",
+                     "gen_ai.request.model": str(model)}
+        elif data.type == "function":
+            name = f"execute_tool {data.name}"
+            attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": str(data.name)}
+        elif data.type == "handoff":
+            name = f"handoff {data.from_agent} -> {data.to_agent}"
+        if name is None:
+            with self._lock:
+                self._skipped[span.span_id] = span.parent_id
+            return
+        ctx = self._parent(span.parent_id) or self._parent(span.trace_id)
+        otel_span = self._tracer.start_span(name, context=ctx, kind=kind, attributes=attrs)
+        token = otel_context.attach(trace.set_span_in_context(otel_span)) if current else None
+        with self._lock:
+            self._spans[span.span_id] = (otel_span, token)
+
+    def on_span_end(self, span: Any) -> None:
+        with self._lock:
+            found = self._spans.pop(span.span_id, None)
+            self._skipped.pop(span.span_id, None)
+        if found is None:
+            return
+        otel_span, token = found
+        if token is not None:
+            with contextlib.suppress(Exception):
+                otel_context.detach(token)  # type: ignore[arg-type]
+        with contextlib.suppress(Exception):
+            otel_span.set_attributes(_end_attributes(span.span_data))
+        if span.error:
+            otel_span.set_status(Status(StatusCode.ERROR, str(span.error.get("message", ""))[:200]))
+        otel_span.end()
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self) -> None:
+        pass
+
+
+def _end_attributes(data: Any) -> dict[str, Any]:
+    if data.type == "generation":
+        attrs: dict[str, Any] = {
+            "gen_ai.input.messages": sc.genai_message_json(_messages(data.input)),
+            "gen_ai.output.messages": sc.genai_message_json(_messages(data.output)),
+        }
+        usage = data.usage or {}
+    elif data.type == "response" and data.response is not None:
+        resp = data.response
+        attrs = {"gen_ai.response.id": str(resp.id), "gen_ai.response.model": str(resp.model)}
+        usage = {"input_tokens": getattr(resp.usage, "input_tokens", None),
+                 "output_tokens": getattr(resp.usage, "output_tokens", None)} if resp.usage else {}
+    elif data.type == "function":
+        return {"gen_ai.tool.call.arguments": str(data.input or ""), "gen_ai.tool.call.result": str(data.output or "")}
+    else:
+        return {}
+    for key in ("input_tokens", "output_tokens"):
+        if isinstance(usage.get(key), int):
+            attrs[f"gen_ai.usage.{key}"] = usage[key]
+    return attrs
+
+
+_state: dict[str, Any] = {}
+
+
+def _uploads(processor: Any) -> bool:
+    from agents.tracing.processors import BackendSpanExporter, BatchTraceProcessor
+
+    return isinstance(processor, BatchTraceProcessor) and isinstance(getattr(processor, "_exporter", None),
+                                                                     BackendSpanExporter)
+
+
+def instrument(*, store: Any = None, otlp_endpoint: str | None = None, tracer_provider: Any = None,
+               propagate: bool = True) -> None:
+    """Trace every Agents SDK run in this process into tracerl; nothing is uploaded. Idempotent."""
+    if _state:
+        log.info("tracerl: the OpenAI Agents SDK is already instrumented")
+        return
+    tracing = _common.tracing_for(store, otlp_endpoint, tracer_provider)
+    provider = get_trace_provider()
+    multi = provider._multi_processor  # the SDK keeps its processors here; restored on uninstrument
+    before = tuple(multi._processors)
+    ours = TracerlTracingProcessor(_common.tracer(tracing, "openai_agents"))
+    provider.set_processors([p for p in before if not _uploads(p)] + [ours])
+    _state.update(before=before, manual_disabled=getattr(provider, "_manual_disabled", None), propagate=propagate)
+    provider.set_disabled(False)
+    if propagate:
+        _common.enable_http_propagation("openai-agents", tracing.provider)
+
+
+def uninstrument() -> None:
+    if not _state:
+        log.info("tracerl: the OpenAI Agents SDK is not instrumented")
+        return
+    provider = get_trace_provider()
+    provider.set_processors(list(_state["before"]))
+    if hasattr(provider, "_refresh_disabled_flag"):  # DefaultTraceProvider: restore the exact flag
+        provider._manual_disabled = _state["manual_disabled"]
+        provider._refresh_disabled_flag()
+    if _state.get("propagate"):
+        _common.disable_http_propagation("openai-agents")
+    _state.clear()
+
+
+def is_instrumented() -> bool:
+    return bool(_state)
+
+
+__all__ = ["TracerlTracingProcessor", "instrument", "is_instrumented", "uninstrument"]
