@@ -147,6 +147,7 @@ class ScriptedServer:
         logprobs = [-math.log(2.0)] * len(response_ids)
         finish = "tool_calls" if tool_calls else "stop"
         rid = f"chatcmpl-{uuid.uuid4().hex}"
+        session = session or baggage.get_baggage(sc.BAGGAGE_SESSION_KEY, extract(headers))
         with self._lock:
             key = session or "unassigned"
             seq = self._sequence.get(key, 0)

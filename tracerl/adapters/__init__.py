@@ -19,6 +19,7 @@ from tracerl.core.errors import ConfigError
 ADAPTERS: dict[str, str] = {
     "langchain": "tracerl.adapters.langchain",
     "langgraph": "tracerl.adapters.langchain",
+    "litellm": "tracerl.adapters.litellm",
     "openai-agents": "tracerl.adapters.openai_agents",
 }
 

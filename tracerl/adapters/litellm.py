@@ -1,0 +1,166 @@
+"""LiteLLM: a CustomLogger registered in LiteLLM's callback lists (sync, async, streaming).
+
+LiteLLM calls success/failure hooks after the HTTP call, often on a worker thread, so the
+span is written then, with the call's real start and end times and, as its parent, the OTel
+context captured in ``log_pre_api_call`` (which runs in the caller's context): the span
+lands in the caller's trace and session. It records ``gen_ai.response.id``, which is how the
+converter joins it to the gateway's token span (LiteLLM's own HTTP call is not nested under
+it); with HTTP propagation on, the session also reaches the gateway in W3C baggage.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from datetime import datetime
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from tracerl.core import semconv as sc
+from tracerl.core.types import Message, ToolCall
+
+from . import _common
+
+SUPPORTED_VERSIONS = "litellm >= 1.70"
+log = logging.getLogger(__name__)
+
+try:
+    from litellm.integrations.custom_logger import CustomLogger
+except ImportError as exc:  # pragma: no cover
+    from tracerl.core.errors import MissingDependencyError
+
+    raise MissingDependencyError("litellm", "litellm", "The LiteLLM adapter") from exc
+
+
+def _ns(value: Any) -> int | None:
+    if isinstance(value, datetime):
+        return int(value.timestamp() * 1e9)
+    if isinstance(value, (int, float)):
+        return int(value * 1e9)
+    return None
+
+
+def _message(m: Any) -> Message:
+    m = m if isinstance(m, dict) else (m.model_dump() if hasattr(m, "model_dump") else {})
+    content = m.get("content")
+    if isinstance(content, list):
+        content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict)) or None
+    calls = [ToolCall(id=tc.get("id"), name=str((tc.get("function") or {}).get("name", "")),
+                      arguments=str((tc.get("function") or {}).get("arguments") or "{}"))
+             for tc in m.get("tool_calls") or () if isinstance(tc, dict)]
+    return Message(role=str(m.get("role") or "user"), content=content if isinstance(content, str) else None,
+                   tool_calls=calls, tool_call_id=m.get("tool_call_id"))
+
+
+class TracerlLiteLLMLogger(CustomLogger):
+    """One ``chat {model}`` span per LiteLLM completion call."""
+
+    def __init__(self, tracer: trace.Tracer):
+        super().__init__()
+        self._tracer = tracer
+        self._contexts: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def log_pre_api_call(self, model: str, messages: Any, kwargs: dict[str, Any]) -> None:
+        call_id = kwargs.get("litellm_call_id")
+        if call_id:
+            with self._lock:
+                self._contexts[call_id] = otel_context.get_current()
+
+    def _record(self, kwargs: dict[str, Any], response: Any, start: Any, end: Any, error: Any = None) -> None:
+        try:
+            with self._lock:
+                ctx = self._contexts.pop(kwargs.get("litellm_call_id") or "", None)
+            model = str(kwargs.get("model") or "unknown")
+            optional = kwargs.get("optional_params") or {}
+            attrs: dict[str, Any] = {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": str((kwargs.get("litellm_params") or {}).get("custom_llm_provider") or "litellm"),
+                "gen_ai.request.model": model,
+                "gen_ai.input.messages": sc.genai_message_json([_message(m) for m in kwargs.get("messages") or ()]),
+            }
+            if optional.get("tools"):
+                attrs["gen_ai.tool.definitions"] = json.dumps(optional["tools"], separators=(",", ":"), default=str)
+            if response is not None and error is None:
+                attrs.update(_response_attributes(response))
+            span = self._tracer.start_span(f"chat {model}", context=ctx, kind=SpanKind.CLIENT,
+                                           attributes=attrs, start_time=_ns(start))
+            if error is not None:
+                span.set_status(Status(StatusCode.ERROR, str(error)[:200]))
+            span.end(end_time=_ns(end))
+        except Exception:  # never break the user's LLM call
+            log.debug("tracerl: could not record a LiteLLM call", exc_info=True)
+
+    def log_success_event(self, kwargs: dict[str, Any], response_obj: Any, start_time: Any, end_time: Any) -> None:
+        self._record(kwargs, response_obj, start_time, end_time)
+
+    def log_failure_event(self, kwargs: dict[str, Any], response_obj: Any, start_time: Any, end_time: Any) -> None:
+        self._record(kwargs, None, start_time, end_time, error=kwargs.get("exception") or "LiteLLM call failed")
+
+    async def async_log_success_event(self, kwargs: dict[str, Any], response_obj: Any, start_time: Any,
+                                      end_time: Any) -> None:
+        self._record(kwargs, response_obj, start_time, end_time)
+
+    async def async_log_failure_event(self, kwargs: dict[str, Any], response_obj: Any, start_time: Any,
+                                      end_time: Any) -> None:
+        self._record(kwargs, None, start_time, end_time, error=kwargs.get("exception") or "LiteLLM call failed")
+
+
+def _response_attributes(response: Any) -> dict[str, Any]:
+    attrs: dict[str, Any] = {}
+    choices = getattr(response, "choices", None) or []
+    if choices:
+        choice = choices[0]
+        attrs["gen_ai.output.messages"] = sc.genai_message_json([_message(getattr(choice, "message", None) or {})])
+        if getattr(choice, "finish_reason", None):
+            attrs["gen_ai.response.finish_reasons"] = [str(choice.finish_reason)]
+    if getattr(response, "id", None):
+        attrs["gen_ai.response.id"] = str(response.id)
+    if getattr(response, "model", None):
+        attrs["gen_ai.response.model"] = str(response.model)
+    usage = getattr(response, "usage", None)
+    if usage is not None:
+        for ours, theirs in (("input_tokens", "prompt_tokens"), ("output_tokens", "completion_tokens")):
+            if isinstance(getattr(usage, theirs, None), int):
+                attrs[f"gen_ai.usage.{ours}"] = getattr(usage, theirs)
+    return attrs
+
+
+_state: dict[str, Any] = {}
+
+
+def instrument(*, store: Any = None, otlp_endpoint: str | None = None, tracer_provider: Any = None,
+               propagate: bool = True) -> None:
+    """Record every LiteLLM completion in this process. Idempotent."""
+    import litellm
+
+    if _state:
+        log.info("tracerl: LiteLLM is already instrumented")
+        return
+    tracing = _common.tracing_for(store, otlp_endpoint, tracer_provider)
+    handler = TracerlLiteLLMLogger(_common.tracer(tracing, "litellm"))
+    litellm.logging_callback_manager.add_litellm_callback(handler)
+    _state.update(handler=handler, propagate=propagate)
+    if propagate:
+        _common.enable_http_propagation("litellm", tracing.provider)
+
+
+def uninstrument() -> None:
+    """Take our logger out of every LiteLLM callback list it was copied into."""
+    import litellm
+
+    if not _state:
+        log.info("tracerl: LiteLLM is not instrumented")
+        return
+    litellm.logging_callback_manager.remove_callback_from_all_lists(_state["handler"])
+    if _state.get("propagate"):
+        _common.disable_http_propagation("litellm")
+    _state.clear()
+
+
+def is_instrumented() -> bool:
+    return bool(_state)
