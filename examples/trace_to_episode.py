@@ -3,8 +3,8 @@
 What runs:
 * a LangGraph agent (real LangGraph + ChatOpenAI) with a calculator tool, solving 4 tasks,
   each inside ``@tracerl.rollout`` (one episode = one session);
-* the OpenInference LangChain instrumentor records the framework's spans, and the httpx2
-  instrumentor carries W3C traceparent + baggage on the HTTP calls;
+* one line, ``tracerl.instrument("langgraph")``, records the framework's spans (graph, nodes,
+  LLM calls, tools) and carries W3C traceparent + baggage on the HTTP calls;
 * the model is tracerl.testing.ScriptedServer: an OpenAI-compatible server that answers
   from a script and records the token-level span the tracerl gateway records (the real
   gateway and the bundled tiny model replace it once they land);
@@ -29,8 +29,6 @@ from langchain_core.tools import tool  # noqa: E402
 from langchain_openai import ChatOpenAI  # noqa: E402
 from langgraph.graph import END, START, StateGraph  # noqa: E402
 from langgraph.graph.message import add_messages  # noqa: E402
-from openinference.instrumentation.langchain import LangChainInstrumentor  # noqa: E402
-from opentelemetry.instrumentation.httpx import HTTPX2ClientInstrumentor  # noqa: E402
 from rich.console import Console  # noqa: E402
 
 import tracerl  # noqa: E402
@@ -88,17 +86,12 @@ def main() -> None:
     args = parser.parse_args()
     Path(args.db).parent.mkdir(parents=True, exist_ok=True)
 
-    tracing = tracerl.setup_tracing(args.db)  # adds our processors to the global provider
-    LangChainInstrumentor().instrument(tracer_provider=tracing.provider)
-    HTTPX2ClientInstrumentor().instrument(tracer_provider=tracing.provider)
+    tracerl.instrument("langgraph", store=args.db)  # the one line an app adds
+    tracing = tracerl.setup_tracing(args.db)  # the same (idempotent): where spans go
     console = Console()
-    try:
-        with ScriptedServer(calculator_script, tracer_provider=tracing.provider) as server:
-            settings = tracerl.RolloutSettings(gateway_url=server.url, model="scripted", store=args.db)
-            episodes = [solve(task, settings) for task in TASKS]
-    finally:
-        LangChainInstrumentor().uninstrument()
-        HTTPX2ClientInstrumentor().uninstrument()
+    with ScriptedServer(calculator_script, tracer_provider=tracing.provider) as server:
+        settings = tracerl.RolloutSettings(gateway_url=server.url, model="scripted", store=args.db)
+        episodes = [solve(task, settings) for task in TASKS]
 
     for ep in episodes:
         console.print(episode_tree(ep))

@@ -63,7 +63,9 @@ def test_langgraph_nodes_become_trajectories_joined_to_gateway_tokens(tracing, i
     assert ep.metrics["convert/joined_by_parent"] == 2
     for step in ep.steps:
         assert step.has_tokens and step.metadata["framework_dialect"] == "genai"
-    assert {r["session"] for r in server.requests} == {None}  # nothing in the path...
+    # the URL had no session: it reached the server in W3C baggage
+    assert {r["session"] for r in server.requests} == {ep.id}
+    assert all("baggage" in r["headers"] for r in server.requests)
     assert ep.steps[0].output_message.content == "The answer is 5."
 
 
