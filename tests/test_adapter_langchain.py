@@ -99,18 +99,20 @@ async def test_async_graph_and_tool_calls(tracing, instrumented):
 
 
 def test_uninstrument_restores_langchain_exactly(tracing):
+    import httpx
+    import httpx2
     from langchain_core.tracers.context import _configure_hooks
-    from opentelemetry.instrumentation.httpx import HTTPX2ClientInstrumentor
 
     before = list(_configure_hooks)
+    sends = [httpx.Client.send, httpx.AsyncClient.send, httpx2.Client.send, httpx2.AsyncClient.send]
     tracerl.instrument("langchain", tracer_provider=tracing.provider)
     tracerl.instrument("langchain", tracer_provider=tracing.provider)  # idempotent
     assert len(_configure_hooks) == len(before) + 1
-    assert HTTPX2ClientInstrumentor().is_instrumented_by_opentelemetry
+    assert httpx2.Client.send is not sends[2]
     tracerl.uninstrument("langchain")
     tracerl.uninstrument("langchain")
     assert _configure_hooks == before
-    assert not HTTPX2ClientInstrumentor().is_instrumented_by_opentelemetry
+    assert [httpx.Client.send, httpx.AsyncClient.send, httpx2.Client.send, httpx2.AsyncClient.send] == sends
 
 
 def test_unknown_framework_is_a_clear_error():

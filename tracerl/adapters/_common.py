@@ -2,25 +2,28 @@
 
 Adapters write OTel GenAI semantic-convention spans plus ``tracerl.*`` attributes. Each LLM
 span is made the current span while the framework performs the HTTP call, and the httpx /
-httpx2 clients (openai 3.x talks through httpx2, litellm through httpx) are instrumented to
-send W3C ``traceparent`` and ``baggage``: the gateway's token-level span then becomes a child
+httpx2 clients (openai 3.x talks through httpx2, litellm through httpx) send W3C
+``traceparent`` and ``baggage``: the gateway's token-level span then becomes a child
 of the adapter's span, and the session id reaches the gateway even without a session URL.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
+import inspect
 import logging
 import threading
 from typing import Any
 
-from opentelemetry import trace
+from opentelemetry import propagate, trace
 
 from tracerl.core.otel import TRACER_NAME, Tracing, setup_tracing
 
 log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _http_users: set[str] = set()  # adapters that asked for HTTP propagation
-_http_instrumentors: list[Any] = []
+_patched: list[Any] = []  # client classes whose send() injects W3C headers
 
 
 def tracing_for(store: Any = None, otlp_endpoint: str | None = None, tracer_provider: Any = None,
@@ -33,26 +36,49 @@ def tracer(tracing: Tracing, name: str) -> trace.Tracer:
     return tracing.provider.get_tracer(f"{TRACER_NAME}.{name}")
 
 
-def enable_http_propagation(user: str, tracer_provider: Any) -> None:
-    """Instrument httpx and httpx2 clients once, for as long as any adapter needs it."""
+def _inject(headers: Any) -> None:
+    # The global propagator (W3C tracecontext + baggage by default) writes nothing when there
+    # is no current span and no baggage, so calls outside a session are left untouched.
+    propagate.inject(headers)
+
+
+def _patch(cls: Any) -> None:
+    original = cls.send
+    if getattr(original, "_tracerl_original", None) is not None:
+        return
+    if inspect.iscoroutinefunction(original):
+
+        async def send(self: Any, request: Any, **kwargs: Any) -> Any:
+            _inject(request.headers)
+            return await original(self, request, **kwargs)
+    else:
+
+        def send(self: Any, request: Any, **kwargs: Any) -> Any:
+            _inject(request.headers)
+            return original(self, request, **kwargs)
+
+    send._tracerl_original = original  # type: ignore[attr-defined]
+    functools.update_wrapper(send, original)
+    cls.send = send
+    _patched.append(cls)
+
+
+def enable_http_propagation(user: str, tracer_provider: Any = None) -> None:
+    """Send W3C traceparent + baggage on every httpx/httpx2 request, for as long as any adapter
+    needs it. A reversible wrapper of ``Client.send``: unlike the OpenTelemetry httpx
+    instrumentors it creates no span per request (half the cost per LLM call, measured in
+    bench/instrument_overhead.py)."""
     with _lock:
         _http_users.add(user)
-        if _http_instrumentors:
+        if _patched:
             return
-        try:
-            from opentelemetry.instrumentation.httpx import (
-                HTTPX2ClientInstrumentor,
-                HTTPXClientInstrumentor,
-            )
-        except ImportError:  # pragma: no cover - optional: sessions in the URL still work
-            log.info("opentelemetry-instrumentation-httpx is not installed: no traceparent on LLM calls; "
-                     "joins fall back to response id and order")
-            return
-        for cls in (HTTPXClientInstrumentor, HTTPX2ClientInstrumentor):
-            inst = cls()
-            if not inst.is_instrumented_by_opentelemetry:
-                inst.instrument(tracer_provider=tracer_provider)
-                _http_instrumentors.append(inst)
+        for module_name in ("httpx", "httpx2"):
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError:
+                continue
+            _patch(module.Client)
+            _patch(module.AsyncClient)
 
 
 def disable_http_propagation(user: str) -> None:
@@ -60,5 +86,6 @@ def disable_http_propagation(user: str) -> None:
         _http_users.discard(user)
         if _http_users:
             return
-        while _http_instrumentors:
-            _http_instrumentors.pop().uninstrument()
+        while _patched:
+            cls = _patched.pop()
+            cls.send = cls.send._tracerl_original

@@ -101,11 +101,15 @@ class TracerlCallbackHandler(BaseCallbackHandler):
 
     def _start(self, run_id: UUID, parent_run_id: UUID | None, name: str | None, kind: SpanKind,
                attrs: dict[str, Any], *, current: bool = False) -> None:
+        if name is None:  # an internal runnable: remember its parent for lookups, nothing else
+            with self._lock:
+                self._runs[run_id] = _Run(None, parent_run_id)
+            return
         parent = self._parent_span(parent_run_id)
         ctx = trace.set_span_in_context(parent) if parent is not None else None
-        span = self._tracer.start_span(name, context=ctx, kind=kind, attributes=attrs) if name else None
+        span = self._tracer.start_span(name, context=ctx, kind=kind, attributes=attrs)
         token = None
-        if current and span is not None:
+        if current:
             token = otel_context.attach(trace.set_span_in_context(span))
         with self._lock:
             self._runs[run_id] = _Run(span, parent_run_id, token)
