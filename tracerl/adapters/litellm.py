@@ -83,6 +83,9 @@ class TracerlLiteLLMLogger(CustomLogger):
                 "gen_ai.request.model": model,
                 "gen_ai.input.messages": sc.genai_message_json([_message(m) for m in kwargs.get("messages") or ()]),
             }
+            metadata = (kwargs.get("litellm_params") or {}).get("metadata") or {}
+            if isinstance(metadata, dict) and metadata.get("tracerl_agent"):  # a role name, as in LangChain
+                attrs[sc.AGENT_NAME] = str(metadata["tracerl_agent"])
             if optional.get("tools"):
                 attrs["gen_ai.tool.definitions"] = json.dumps(optional["tools"], separators=(",", ":"), default=str)
             if response is not None and error is None:

@@ -1,0 +1,36 @@
+"""The math agent as a LangChain tool-calling loop (no graph).
+
+    python examples/math_agent_langchain.py --tasks 8
+"""
+
+from __future__ import annotations
+
+from common import ARITHMETIC, MAX_CALLS, TOOLS, calculator_result, run
+from langchain_core.messages import SystemMessage, ToolMessage
+from langchain_openai import ChatOpenAI
+
+import tracerl
+
+tracerl.instrument("langchain")  # the one tracerl line
+
+
+@tracerl.rollout(timeout_s=120)
+def solve(task: tracerl.Task, config: tracerl.RolloutConfig) -> dict:
+    llm = ChatOpenAI(model=config.model, base_url=config.base_url, api_key=config.api_key,
+                     temperature=config.sampling["temperature"], max_tokens=config.sampling.get("max_tokens"))
+    model = llm.bind_tools(TOOLS).with_config(metadata={"tracerl_agent": "solver"})
+    system, user = ARITHMETIC.messages(task)
+    messages = [SystemMessage(system["content"]), ("user", user["content"])]
+    answer = ""
+    for _ in range(MAX_CALLS):
+        reply = model.invoke(messages)
+        messages.append(reply)
+        answer = reply.content
+        if not reply.tool_calls:
+            break
+        messages += [ToolMessage(calculator_result(c["args"]), tool_call_id=c["id"]) for c in reply.tool_calls]
+    return {"reward": ARITHMETIC.reward(task, answer), "is_correct": ARITHMETIC.is_correct(task, answer)}
+
+
+if __name__ == "__main__":
+    run(solve, __doc__.splitlines()[0])

@@ -1,0 +1,35 @@
+"""The math agent as a plain LiteLLM tool-calling loop.
+
+    python examples/math_agent_litellm.py --tasks 8
+"""
+
+from __future__ import annotations
+
+import litellm
+from common import ARITHMETIC, MAX_CALLS, TOOLS, calculator_result, run
+
+import tracerl
+
+tracerl.instrument("litellm")  # the one tracerl line
+
+
+@tracerl.rollout(timeout_s=120)
+def solve(task: tracerl.Task, config: tracerl.RolloutConfig) -> dict:
+    messages = ARITHMETIC.messages(task)
+    answer = ""
+    for _ in range(MAX_CALLS):
+        reply = litellm.completion(
+            model=f"openai/{config.model}", api_base=config.base_url, api_key=config.api_key, messages=messages,
+            tools=TOOLS, metadata={"tracerl_agent": "solver"}, **config.sampling,
+        ).choices[0].message
+        messages.append(reply.model_dump(exclude_none=True))
+        answer = reply.content or ""
+        if not reply.tool_calls:
+            break
+        for tc in reply.tool_calls:
+            messages.append({"role": "tool", "tool_call_id": tc.id, "content": calculator_result(tc.function.arguments)})
+    return {"reward": ARITHMETIC.reward(task, answer), "is_correct": ARITHMETIC.is_correct(task, answer)}
+
+
+if __name__ == "__main__":
+    run(solve, __doc__.splitlines()[0])

@@ -1,0 +1,51 @@
+"""The math agent with the OpenAI Agents SDK (Chat Completions model, a function tool).
+
+    python examples/math_agent_openai_agents.py --tasks 8
+"""
+
+from __future__ import annotations
+
+from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, Runner, function_tool
+from agents.exceptions import MaxTurnsExceeded
+from common import ARITHMETIC, MAX_CALLS, SYSTEM_PROMPT, run
+from common import calculator as evaluate
+from openai import AsyncOpenAI
+
+import tracerl
+
+tracerl.instrument("openai-agents")  # the one tracerl line (nothing is sent to OpenAI)
+
+
+@function_tool
+def calculator(expression: str) -> str:
+    """Evaluate an integer expression with + - * and parentheses."""
+    try:
+        return evaluate(expression)
+    except ValueError as exc:
+        return f"error: {exc}"
+
+
+@tracerl.rollout(timeout_s=120)
+async def solve(task: tracerl.Task, config: tracerl.RolloutConfig) -> dict:
+    client = AsyncOpenAI(base_url=config.base_url, api_key=config.api_key)
+    agent = Agent(
+        name="solver", instructions=SYSTEM_PROMPT, tools=[calculator],
+        model=OpenAIChatCompletionsModel(model=config.model, openai_client=client),
+        model_settings=ModelSettings(temperature=config.sampling["temperature"],
+                                     max_tokens=config.sampling.get("max_tokens")),
+    )
+    try:
+        answer = (await Runner.run(agent, task.data["question"], max_turns=MAX_CALLS)).final_output
+    except MaxTurnsExceeded:
+        answer = None
+    await client.close()
+    return {"reward": ARITHMETIC.reward(task, answer), "is_correct": ARITHMETIC.is_correct(task, answer)}
+
+
+if __name__ == "__main__":
+    import asyncio
+
+    def run_sync(task: tracerl.Task, settings: tracerl.RolloutSettings) -> tracerl.Episode:
+        return asyncio.run(solve(task, settings))
+
+    run(run_sync, __doc__.splitlines()[0])
