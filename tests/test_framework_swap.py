@@ -68,6 +68,8 @@ def test_four_frameworks_give_the_same_episode_structure(world):
         episodes = [_run(module, t, settings) for t in tasks]
         for ep in episodes:
             assert ep.termination_reason is tracerl.TerminationReason.SUCCESS, (framework, ep.error)
+            assert len(ep.trajectories) == 1, (framework, [(t.name, [s.metadata for s in t.steps])
+                                                           for t in ep.trajectories])
             (traj,) = ep.trajectories
             assert traj.name == "solver", framework
             assert [s.sequence for s in traj.steps] == [0, 1], framework

@@ -21,6 +21,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from tracerl.core import semconv as sc
+from tracerl.core.otel import register_flush_hook, unregister_flush_hook
 from tracerl.core.types import Message, ToolCall
 
 from . import _common
@@ -62,19 +63,25 @@ class TracerlLiteLLMLogger(CustomLogger):
     def __init__(self, tracer: trace.Tracer):
         super().__init__()
         self._tracer = tracer
-        self._contexts: dict[str, Any] = {}
-        self._lock = threading.Lock()
+        self._contexts: dict[str, Any] = {}  # calls started and not yet reported
+        self._done = threading.Condition()
 
     def log_pre_api_call(self, model: str, messages: Any, kwargs: dict[str, Any]) -> None:
         call_id = kwargs.get("litellm_call_id")
         if call_id:
-            with self._lock:
+            with self._done:
                 self._contexts[call_id] = otel_context.get_current()
+
+    def flush(self, timeout_s: float) -> None:
+        """Wait until every started call has been reported (LiteLLM reports on a worker)."""
+        with self._done:  # bounded: a call LiteLLM never reports must not stall every episode
+            self._done.wait_for(lambda: not self._contexts, timeout=min(timeout_s, 5.0))
 
     def _record(self, kwargs: dict[str, Any], response: Any, start: Any, end: Any, error: Any = None) -> None:
         try:
-            with self._lock:
+            with self._done:
                 ctx = self._contexts.pop(kwargs.get("litellm_call_id") or "", None)
+                self._done.notify_all()
             model = str(kwargs.get("model") or "unknown")
             optional = kwargs.get("optional_params") or {}
             attrs: dict[str, Any] = {
@@ -147,6 +154,7 @@ def instrument(*, store: Any = None, otlp_endpoint: str | None = None, tracer_pr
     tracing = _common.tracing_for(store, otlp_endpoint, tracer_provider)
     handler = TracerlLiteLLMLogger(_common.tracer(tracing, "litellm"))
     litellm.logging_callback_manager.add_litellm_callback(handler)
+    register_flush_hook(handler.flush)
     _state.update(handler=handler, propagate=propagate)
     if propagate:
         _common.enable_http_propagation("litellm", tracing.provider)
@@ -160,6 +168,7 @@ def uninstrument() -> None:
         log.info("tracerl: LiteLLM is not instrumented")
         return
     litellm.logging_callback_manager.remove_callback_from_all_lists(_state["handler"])
+    unregister_flush_hook(_state["handler"].flush)
     if _state.get("propagate"):
         _common.disable_http_propagation("litellm")
     _state.clear()

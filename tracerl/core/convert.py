@@ -109,14 +109,29 @@ def _fold_framework_calls(tree: _Tree, calls: list[sc.LLMCall]) -> dict[_Key, sc
             _fill(top, c)
         outer[(top.span.trace_id, top.span.span_id)] = top
     by_rid: dict[str, sc.LLMCall] = {}
+    by_content: dict[tuple[Any, ...], sc.LLMCall] = {}
     for key, c in sorted(outer.items(), key=lambda kv: kv[1].span.start_ns):
-        if not c.response_id:
-            continue
-        first = by_rid.setdefault(c.response_id, c)
+        if c.response_id:
+            first = by_rid.setdefault(c.response_id, c)
+        else:
+            # Without a response id (OpenInference LiteLLM's acompletion): two spans whose
+            # times overlap and that record the same conversation and answer are one call.
+            content = _content_key(c)
+            first = by_content.setdefault(content, c) if content is not None else c
+            if first is not c and first.span.end_ns < c.span.start_ns:
+                by_content[content] = first = c
         if first is not c:
             _fill(first, c)
             del outer[key]
     return outer
+
+
+def _content_key(c: sc.LLMCall) -> tuple[Any, ...] | None:
+    out = c.output_message
+    if out is None or not c.input_messages:
+        return None
+    last = c.input_messages[-1]
+    return (len(c.input_messages), last.role, last.content, out.content, tuple(t.name for t in out.tool_calls))
 
 
 def _fill(dst: sc.LLMCall, src: sc.LLMCall) -> None:

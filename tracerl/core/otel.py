@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,19 @@ from .store import SpanStore, StoreExporter
 log = logging.getLogger(__name__)
 TRACER_NAME = "tracerl"
 _lock = threading.Lock()
+# Adapters whose framework reports calls on a worker thread after returning (LiteLLM) register
+# a hook here that waits for those reports; Tracing.flush runs them before exporting.
+_flush_hooks: list[Callable[[float], None]] = []
+
+
+def register_flush_hook(hook: Callable[[float], None]) -> None:
+    if hook not in _flush_hooks:
+        _flush_hooks.append(hook)
+
+
+def unregister_flush_hook(hook: Callable[[float], None]) -> None:
+    if hook in _flush_hooks:
+        _flush_hooks.remove(hook)
 
 
 class SessionSpanProcessor(SpanProcessor):
@@ -59,6 +73,9 @@ class Tracing:
     sinks: set[str] = field(default_factory=set)
 
     def flush(self, timeout_ms: int = 30_000) -> bool:
+        """Wait for adapters that record after the call returns, then export everything."""
+        for hook in list(_flush_hooks):
+            hook(timeout_ms / 1000)
         return bool(self.provider.force_flush(timeout_ms))
 
     def tracer(self) -> trace.Tracer:
