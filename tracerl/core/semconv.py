@@ -241,7 +241,7 @@ def _loads(text: Any) -> Any:
         return text
     try:
         return _json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: JSON nested past the parser's depth
         return None
 
 

@@ -289,7 +289,7 @@ def _parse_json_request(body: bytes | bytearray | memoryview | str, request: Any
     try:
         _hex_ids_to_base64(payload)
         json_format.ParseDict(payload, request, ignore_unknown_fields=True)
-    except (json_format.ParseError, RecursionError) as exc:
+    except (json_format.ParseError, RecursionError, SystemError, UnicodeError) as exc:
         raise SpanDecodeError(f"OTLP/JSON body does not match ExportTraceServiceRequest: {exc}") from exc
 
 

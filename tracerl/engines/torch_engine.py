@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tracerl.core.errors import TracerlError
+
 from .base import Generation, SamplingParams
 
 log = logging.getLogger(__name__)
@@ -69,8 +71,10 @@ class TorchEngine:
         max_batch_size: int = 32,
         batch_window_ms: float = 5.0,
         max_context: int | None = None,
+        num_threads: int | None = None,
     ):
         torch = _torch()
+        self.num_threads = num_threads
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         if model is None:
@@ -168,6 +172,8 @@ class TorchEngine:
         return batch
 
     def _loop(self) -> None:
+        if self.num_threads:  # intra-op threads are per calling thread: set them here
+            _torch().set_num_threads(self.num_threads)
         while True:
             first = self._queue.get()
             if first is None:
@@ -300,5 +306,5 @@ def _default_path() -> str:
         from tracerl.models import tiny_model_path
 
         return str(tiny_model_path())
-    except ImportError:  # pragma: no cover
+    except (ImportError, TracerlError):  # no bundled model: any other path is still fine
         return ""

@@ -14,18 +14,20 @@ caller's W3C ``traceparent`` when there is one. The session comes from the URL p
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import orjson
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from opentelemetry import baggage, trace
 from opentelemetry.propagate import extract
 from pydantic import ValidationError
-from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tracerl.core import semconv as sc
 from tracerl.core.errors import SpanDecodeError
@@ -36,24 +38,37 @@ from tracerl.engines.base import Engine, Generation
 from . import protocol as p
 from .recording import CallRecord, gateway_span, new_ids
 from .streaming import sse_chat
+from .writer import SpanWriter
 
 log = logging.getLogger(__name__)
 UNASSIGNED = "unassigned"
 
 
-class _BodyLimit:
-    """ASGI middleware: refuse bodies over ``limit`` bytes with 413, without reading them whole."""
+class _Guard:
+    """ASGI middleware: API key check, and bodies over ``limit`` bytes refused with 413
+    without reading them whole. Plain ASGI: Starlette's ``BaseHTTPMiddleware`` costs a task
+    and a memory stream per request."""
 
-    def __init__(self, app: Any, limit: int):
+    def __init__(self, app: Any, limit: int, api_key: str | None):
         self.app, self.limit = app, limit
+        self.auth = f"Bearer {api_key}".encode() if api_key is not None else None
 
     async def __call__(self, scope: dict[str, Any], receive: Callable[[], Awaitable[dict[str, Any]]], send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = dict(scope.get("headers") or []).get(b"content-length")
+        declared, auth = None, b""
+        for name, value in scope.get("headers") or ():
+            if name == b"content-length":
+                declared = value
+            elif name == b"authorization":
+                auth = value
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
             await _send_error(send, p.APIError(413, f"request body over {self.limit} bytes", code="body_too_large"))
+            return
+        if self.auth is not None and not hmac.compare_digest(auth, self.auth) and scope.get("path") != "/health":
+            await _send_error(send, p.APIError(401, "missing or wrong API key: send 'Authorization: Bearer <key>'",
+                                               type="authentication_error", code="invalid_api_key"))
             return
         seen = 0
 
@@ -76,22 +91,15 @@ async def _send_error(send: Any, err: p.APIError) -> None:
 
 
 class Gateway:
-    """The state behind the routes: engine, store, sequence numbers, auth."""
+    """The state behind the routes: engine, store (through a group-commit writer), sequence numbers."""
 
-    def __init__(self, engine: Engine, store: SpanStore, *, api_key: str | None = None,
-                 model_aliases: tuple[str, ...] = ()):
-        self.engine, self.store, self.api_key = engine, store, api_key
+    def __init__(self, engine: Engine, store: SpanStore, *, model_aliases: tuple[str, ...] = ()):
+        self.engine, self.store = engine, store
+        self.writer = SpanWriter(store)
         self.models = {engine.model_name, *model_aliases}
         self._sequence: dict[str, int] = {}
 
     # -- helpers ----------------------------------------------------------------------
-
-    def check_auth(self, request: Request) -> None:
-        if self.api_key is None or request.url.path == "/health":
-            return
-        if request.headers.get("authorization", "") != f"Bearer {self.api_key}":
-            raise p.APIError(401, "missing or wrong API key: send 'Authorization: Bearer <key>'",
-                             type="authentication_error", code="invalid_api_key")
 
     def check_model(self, model: str) -> None:
         if model not in self.models:
@@ -127,7 +135,8 @@ class Gateway:
         return requested or room
 
     async def record(self, records: list[SpanRecord]) -> None:
-        await run_in_threadpool(self.store.add, records)
+        """Store ``records``; returns once they are committed (the contract: span before answer)."""
+        await self.writer.write(records)
 
     async def run_and_record(
         self, request: Request, path_session: str | None, req: p.ChatRequest | p.CompletionRequest,
@@ -215,7 +224,7 @@ class Gateway:
             doc["prompt_token_ids"] = prompt_ids
         if req.stream:
             return StreamingResponse(sse_chat(doc, gens, self.engine.tokenizer, req), media_type="text/event-stream")
-        return JSONResponse(doc)
+        return json_response(doc)
 
     async def chat_passthrough(self, request: Request, path_session: str | None, req: p.ChatRequest,
                                body: dict[str, Any]) -> Response:
@@ -255,7 +264,7 @@ class Gateway:
         if req.stream:
             doc.setdefault("created", p.now())
             return StreamingResponse(sse_chat(doc, gens, None, req), media_type="text/event-stream")
-        return JSONResponse(doc)
+        return json_response(doc)
 
     # -- completions ------------------------------------------------------------------
 
@@ -266,7 +275,10 @@ class Gateway:
                 raise p.APIError(400, "send one prompt per request (a batch of prompts is not supported)", param="prompt")
             prompt = prompt[0]
         tok = self.engine.tokenizer
-        ids = list(prompt) if isinstance(prompt, list) else tok.encode(prompt, add_special_tokens=False)
+        try:
+            ids = list(prompt) if isinstance(prompt, list) else tok.encode(prompt, add_special_tokens=False)
+        except Exception as exc:  # e.g. a lone UTF-16 surrogate, which is not text
+            raise p.APIError(400, f"the tokenizer rejected this prompt: {exc}", param="prompt") from exc
         if not ids:
             raise p.APIError(400, "prompt is empty", param="prompt")
         if any(not isinstance(t, int) or not 0 <= t < len(tok) for t in ids):
@@ -293,83 +305,103 @@ class Gateway:
         prompt_ids = self.completion_prompt(req)
         rid, _, choices, usage = await self.run_and_record(
             request, path_session, req, prompt_ids, lambda g, i: self.completion_choice(g, i, req, prompt_ids))
-        return JSONResponse({"id": rid, "object": "text_completion", "created": p.now(),
-                             "model": self.engine.model_name, "choices": choices, "usage": usage})
+        return json_response({"id": rid, "object": "text_completion", "created": p.now(),
+                              "model": self.engine.model_name, "choices": choices, "usage": usage})
 
     # -- OTLP ---------------------------------------------------------------------------
 
     async def otlp(self, request: Request) -> Response:
         ctype = request.headers.get("content-type", "application/x-protobuf")
+        body = await request.body()
         try:
-            records = decode_otlp(await request.body(), ctype)
+            records = decode_otlp(body, ctype)
         except SpanDecodeError as exc:
             raise p.APIError(400, str(exc), code="invalid_otlp") from exc
+        except Exception as exc:  # the decoder is pure: whatever else it raises, the body caused
+            # (protobuf's JSON parser raises SystemError on a lone surrogate, for one)
+            log.warning("OTLP body the decoder did not expect: %s: %s", type(exc).__name__, exc)
+            raise p.APIError(400, f"OTLP body could not be decoded: {type(exc).__name__}: {exc}",
+                             code="invalid_otlp") from exc
         await self.record(records)
         if "json" in ctype:
-            return JSONResponse({})
+            return json_response({})
         return Response(b"", media_type="application/x-protobuf")
 
 
 async def _json_body(request: Request) -> Any:
     raw = await request.body()
     try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        pass
+    try:  # what orjson refuses but json accepts: NaN, Infinity, integers beyond 64 bits
         return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
         raise p.APIError(400, f"request body is not valid JSON: {exc}") from exc
+
+
+def json_response(doc: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    """``doc`` as a JSON response, serialised with orjson (a few times faster than json)."""
+    try:
+        body = orjson.dumps(doc)
+    except TypeError:  # integers beyond 64 bits, lone surrogates (echoed input), deep nesting
+        body = json.dumps(doc, separators=(",", ":"), default=str).encode()  # ASCII, \u escapes
+    return Response(body, status_code=status, headers=headers, media_type="application/json")
 
 
 def create_app(engine: Engine, store: SpanStore, *, api_key: str | None = None,
                model_aliases: tuple[str, ...] = (), max_body_bytes: int = 32 * 2**20) -> FastAPI:
     """The ASGI app. Serve it with uvicorn, or use :class:`tracerl.gateway.GatewayServer`."""
-    gw = Gateway(engine, store, api_key=api_key, model_aliases=model_aliases)
-    app = FastAPI(title="tracerl gateway", docs_url=None, redoc_url=None)
+    gw = Gateway(engine, store, model_aliases=model_aliases)
+    app = FastAPI(title="tracerl gateway", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.gateway = gw
 
     @app.exception_handler(p.APIError)
-    async def _api_error(request: Request, exc: p.APIError) -> JSONResponse:
-        return JSONResponse(exc.body(), status_code=exc.status)
+    async def _api_error(request: Request, exc: p.APIError) -> Response:
+        return json_response(exc.body(), exc.status)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        # Unknown path (404), wrong method (405): an OpenAI-style body too, not plain text.
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
+        err = p.APIError(exc.status_code, f"{exc.detail}: {request.method} {request.url.path}", code=code)
+        return json_response(err.body(), exc.status_code, exc.headers)
 
     @app.exception_handler(ValidationError)
-    async def _invalid(request: Request, exc: ValidationError) -> JSONResponse:
+    async def _invalid(request: Request, exc: ValidationError) -> Response:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first.get("loc", ()))
         err = p.APIError(400, f"invalid request: {where}: {first.get('msg')}", param=where or None)
-        return JSONResponse(err.body(), status_code=400)
+        return json_response(err.body(), 400)
 
     @app.exception_handler(Exception)
-    async def _crash(request: Request, exc: Exception) -> JSONResponse:
+    async def _crash(request: Request, exc: Exception) -> Response:
         log.exception("gateway error on %s", request.url.path)
         err = p.APIError(500, f"internal error: {type(exc).__name__}: {exc}", type="server_error")
-        return JSONResponse(err.body(), status_code=500)
+        return json_response(err.body(), 500)
 
-    @app.middleware("http")
-    async def _auth(request: Request, call_next: Any) -> Response:
-        try:
-            gw.check_auth(request)
-        except p.APIError as exc:
-            return JSONResponse(exc.body(), status_code=exc.status)
-        return await call_next(request)
+    async def health(request: Request) -> Response:
+        return json_response({"status": "ok", "model": engine.model_name, "weight_version": engine.weight_version})
 
-    @app.get("/health")
-    async def health() -> dict[str, Any]:
-        return {"status": "ok", "model": engine.model_name, "weight_version": engine.weight_version}
-
-    async def models() -> dict[str, Any]:
-        return {"object": "list", "data": [
+    async def models(request: Request) -> Response:
+        return json_response({"object": "list", "data": [
             {"id": m, "object": "model", "created": 0, "owned_by": "tracerl", "max_model_len": engine.max_context}
             for m in sorted(gw.models)
-        ]}
+        ]})
 
-    async def chat(request: Request, session_id: str | None = None) -> Response:
-        return await gw.chat(request, session_id)
+    async def chat(request: Request) -> Response:
+        return await gw.chat(request, request.path_params.get("session_id"))
 
-    async def completions(request: Request, session_id: str | None = None) -> Response:
-        return await gw.completions(request, session_id)
+    async def completions(request: Request) -> Response:
+        return await gw.completions(request, request.path_params.get("session_id"))
 
+    # Plain Starlette routes: FastAPI's dependency solving and response validation would
+    # add work per call for no use here (we validate bodies ourselves, with our errors).
+    app.add_route("/health", health, methods=["GET"])
     for prefix in ("", "/sessions/{session_id}"):
-        app.add_api_route(prefix + "/v1/models", models, methods=["GET"])
-        app.add_api_route(prefix + "/v1/chat/completions", chat, methods=["POST"])
-        app.add_api_route(prefix + "/v1/completions", completions, methods=["POST"])
-    app.add_api_route("/v1/traces", gw.otlp, methods=["POST"])
-    app.add_middleware(_BodyLimit, limit=max_body_bytes)
+        app.add_route(prefix + "/v1/models", models, methods=["GET"])
+        app.add_route(prefix + "/v1/chat/completions", chat, methods=["POST"])
+        app.add_route(prefix + "/v1/completions", completions, methods=["POST"])
+    app.add_route("/v1/traces", gw.otlp, methods=["POST"])
+    app.add_middleware(_Guard, limit=max_body_bytes, api_key=api_key)
     return app

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from tracerl.core import _json
 from tracerl.engines.base import SamplingParams
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
@@ -38,6 +39,32 @@ class ChatMessage(BaseModel):
     tool_calls: list[dict[str, Any]] | None = None
     tool_call_id: str | None = None
 
+    @field_validator("tool_calls")
+    @classmethod
+    def _tool_calls(cls, v: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+        """Refuse malformed calls now (not after generating); arguments become JSON text."""
+        if v is None:
+            return v
+        out = []
+        for i, tc in enumerate(v):
+            fn = tc.get("function")
+            if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+                raise ValueError(f"tool_calls[{i}].function must be an object with a string 'name'")
+            if not isinstance(tc.get("id"), (str, type(None))):
+                raise ValueError(f"tool_calls[{i}].id must be a string")
+            args = fn.get("arguments")
+            try:
+                if args is not None and not isinstance(args, str):  # clients that send the object itself
+                    args = json.dumps(args, separators=(",", ":"))
+                if args:  # parsed again downstream (template, span): make sure that cannot blow up
+                    _json.loads(args)
+            except ValueError:
+                pass  # not JSON: kept as the text the model wrote
+            except RecursionError as exc:
+                raise ValueError(f"tool_calls[{i}].function.arguments nests too deeply") from exc
+            out.append({**tc, "function": {**fn, "arguments": args}})
+        return out
+
     def text(self) -> str | None:
         if isinstance(self.content, list):
             return "".join(str(p.get("text", "")) for p in self.content if p.get("type", "text") == "text")
@@ -53,7 +80,7 @@ class _Sampling(BaseModel):
     max_tokens: int | None = Field(None, ge=1)
     max_completion_tokens: int | None = Field(None, ge=1)
     stop: str | list[str] | None = None
-    seed: int | None = None
+    seed: int | None = Field(None, ge=-(2**63), le=2**63 - 65)  # what torch.manual_seed takes, + n
     n: int = Field(1, ge=1, le=64)
     stream: bool = False
     stream_options: dict[str, Any] | None = None
@@ -111,8 +138,8 @@ def template_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
             for tc in m.tool_calls:
                 fn = tc.get("function") or {}
                 args = fn.get("arguments", "{}")
-                with contextlib.suppress(ValueError):  # else keep the raw text, printed as is
-                    args = json.loads(args) if isinstance(args, str) else args
+                with contextlib.suppress(ValueError, RecursionError):  # else keep the raw text, printed as is
+                    args = _json.loads(args) if isinstance(args, str) else args
                 calls.append({"id": tc.get("id"), "type": "function",
                               "function": {"name": fn.get("name", ""), "arguments": args}})
             doc["tool_calls"] = calls

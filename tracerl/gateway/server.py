@@ -11,6 +11,8 @@ from typing import Any
 from tracerl.core.errors import ConfigError
 from tracerl.core.store import SpanStore
 
+KEEP_ALIVE_S = 75  # seconds an idle keep-alive connection stays open (nginx's default)
+
 
 def is_loopback(host: str) -> bool:
     if host == "localhost":
@@ -51,7 +53,11 @@ class GatewayServer:
         self.store = store if isinstance(store, SpanStore) else SpanStore(store)
         self.host, self.port = host, port or _free_port(host)
         self.app = create_app(engine, self.store, api_key=api_key, model_aliases=model_aliases)
-        config = uvicorn.Config(self.app, host=self.host, port=self.port, log_level=log_level, lifespan="off")
+        # Keep idle connections longer than clients do (httpx, hence the openai SDK: 5 s), so
+        # it is always the client that closes one: with equal timeouts a client could send a
+        # request on a connection in the instant the server drops it (a ReadError under load).
+        config = uvicorn.Config(self.app, host=self.host, port=self.port, log_level=log_level, lifespan="off",
+                                timeout_keep_alive=KEEP_ALIVE_S)
         self._server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
 
