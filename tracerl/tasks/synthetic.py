@@ -1,6 +1,7 @@
 """Three synthetic tasks the bundled tiny policy is trained on, and RL then improves.
 
-* ``arithmetic``: "What is 23 + 45?" -> "The answer is 68." (+ and - on 0..99, * by one digit).
+* ``arithmetic``: "What is 23 + 45?" -> "The answer is 68." (+ and - on 0..99, * by one digit;
+  each operand has one or two digits with equal odds).
 * ``countdown``: make a target from 3-4 small numbers with + - * and parentheses, each
   number at most once -> "The answer is (3 + 4) * 2."
 * ``multiturn``: arithmetic where a wrong answer is met with "Wrong, try again." (up to
@@ -174,9 +175,13 @@ class SyntheticTask(Protocol):
 
 
 def _sample_arithmetic(rng: random.Random) -> tuple[str, dict[str, Any], int]:
-    op = rng.choices("+-*", weights=(45, 35, 20))[0]
-    a = rng.randint(0, 99)
-    b = rng.randint(0, 9) if op == "*" else rng.randint(0, a) if op == "-" else rng.randint(0, 99)
+    # Operands of one or two digits, evenly: a ladder of difficulty (9 + 7 .. 87 + 45).
+    op = rng.choices("+-*", weights=(40, 35, 25))[0]
+    a, b = (rng.randint(0, 9) if rng.random() < 0.5 else rng.randint(10, 99) for _ in "ab")
+    if op == "-":
+        a, b = max(a, b), min(a, b)
+    elif op == "*":
+        b = rng.randint(0, 9)
     answer = a + b if op == "+" else a - b if op == "-" else a * b
     problem = f"{a} {op} {b}"
     return problem, {"question": f"What is {problem}?", "expression": problem}, answer
