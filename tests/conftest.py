@@ -40,3 +40,15 @@ def tiny_engine():
     engine = TorchEngine(batch_window_ms=10)
     yield engine
     engine.shutdown()
+
+
+@pytest.fixture
+def tracing(tmp_path):
+    """tracerl's processors on a private TracerProvider, writing to a fresh SQLite store."""
+    from tracerl.core.otel import setup_tracing
+    from tracerl.core.store import SpanStore
+
+    provider = TracerProvider()
+    state = setup_tracing(SpanStore(tmp_path / "spans.db"), tracer_provider=provider)
+    yield state
+    provider.shutdown()

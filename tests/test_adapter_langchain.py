@@ -5,11 +5,8 @@ from __future__ import annotations
 from typing import TypedDict
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
 
 import tracerl
-from tracerl.core.otel import setup_tracing
-from tracerl.core.store import SpanStore
 from tracerl.testing import ScriptedServer, calculator_script
 
 langgraph = pytest.importorskip("langgraph.graph")
@@ -20,13 +17,6 @@ class State(TypedDict, total=False):
     answer: str
     verdict: str
 
-
-@pytest.fixture
-def tracing(tmp_path):
-    provider = TracerProvider()
-    state = setup_tracing(SpanStore(tmp_path / "lc.db"), tracer_provider=provider)
-    yield state
-    provider.shutdown()
 
 
 @pytest.fixture

@@ -5,22 +5,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
 
 import tracerl
-from tracerl.core.otel import setup_tracing
-from tracerl.core.store import SpanStore
 from tracerl.testing import ScriptedServer, calculator_script
 
 litellm = pytest.importorskip("litellm")
 
-
-@pytest.fixture
-def tracing(tmp_path):
-    provider = TracerProvider()
-    state = setup_tracing(SpanStore(tmp_path / "litellm.db"), tracer_provider=provider)
-    yield state
-    provider.shutdown()
 
 
 @pytest.fixture

@@ -3,22 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
 
 import tracerl
-from tracerl.core.otel import setup_tracing
-from tracerl.core.store import SpanStore
 from tracerl.testing import ScriptedServer, calculator_script
 
 agents = pytest.importorskip("agents")
 
-
-@pytest.fixture
-def tracing(tmp_path):
-    provider = TracerProvider()
-    state = setup_tracing(SpanStore(tmp_path / "agents.db"), tracer_provider=provider)
-    yield state
-    provider.shutdown()
 
 
 @pytest.fixture

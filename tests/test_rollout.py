@@ -8,25 +8,15 @@ import time
 
 import pytest
 from openai import AsyncOpenAI, OpenAI
-from opentelemetry.sdk.trace import TracerProvider
 
 import tracerl
-from tracerl.core.otel import setup_tracing
 from tracerl.core.rollout import session_base_url
-from tracerl.core.store import SpanStore
 from tracerl.testing import ScriptedServer, calculator_script
 
 TOOLS = [{"type": "function", "function": {
     "name": "calculator", "description": "evaluate a + b",
     "parameters": {"type": "object", "properties": {"expression": {"type": "string"}}}}}]
 
-
-@pytest.fixture
-def tracing(tmp_path):
-    provider = TracerProvider()
-    state = setup_tracing(SpanStore(tmp_path / "spans.db"), tracer_provider=provider)
-    yield state
-    provider.shutdown()
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from typing import Any
 from opentelemetry import propagate, trace
 
 from tracerl.core.otel import TRACER_NAME, Tracing, setup_tracing
+from tracerl.core.types import Message, ToolCall
 
 log = logging.getLogger(__name__)
 _lock = threading.Lock()
@@ -89,3 +90,16 @@ def disable_http_propagation(user: str) -> None:
         while _patched:
             cls = _patched.pop()
             cls.send = cls.send._tracerl_original
+
+
+def openai_message(m: Any) -> Message:
+    """An OpenAI chat message (dict or pydantic object) as our Message."""
+    m = m if isinstance(m, dict) else (m.model_dump() if hasattr(m, "model_dump") else {})
+    content = m.get("content")
+    if isinstance(content, list):
+        content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict)) or None
+    calls = [ToolCall(id=tc.get("id"), name=str((tc.get("function") or {}).get("name", "")),
+                      arguments=str((tc.get("function") or {}).get("arguments") or "{}"))
+             for tc in m.get("tool_calls") or () if isinstance(tc, dict)]
+    return Message(role=str(m.get("role") or "user"), content=content if isinstance(content, str) else None,
+                   tool_calls=calls, tool_call_id=m.get("tool_call_id"))

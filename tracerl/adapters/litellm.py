@@ -22,7 +22,6 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from tracerl.core import semconv as sc
 from tracerl.core.otel import register_flush_hook, unregister_flush_hook
-from tracerl.core.types import Message, ToolCall
 
 from . import _common
 
@@ -43,18 +42,6 @@ def _ns(value: Any) -> int | None:
     if isinstance(value, (int, float)):
         return int(value * 1e9)
     return None
-
-
-def _message(m: Any) -> Message:
-    m = m if isinstance(m, dict) else (m.model_dump() if hasattr(m, "model_dump") else {})
-    content = m.get("content")
-    if isinstance(content, list):
-        content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict)) or None
-    calls = [ToolCall(id=tc.get("id"), name=str((tc.get("function") or {}).get("name", "")),
-                      arguments=str((tc.get("function") or {}).get("arguments") or "{}"))
-             for tc in m.get("tool_calls") or () if isinstance(tc, dict)]
-    return Message(role=str(m.get("role") or "user"), content=content if isinstance(content, str) else None,
-                   tool_calls=calls, tool_call_id=m.get("tool_call_id"))
 
 
 class TracerlLiteLLMLogger(CustomLogger):
@@ -88,7 +75,7 @@ class TracerlLiteLLMLogger(CustomLogger):
                 "gen_ai.operation.name": "chat",
                 "gen_ai.provider.name": str((kwargs.get("litellm_params") or {}).get("custom_llm_provider") or "litellm"),
                 "gen_ai.request.model": model,
-                "gen_ai.input.messages": sc.genai_message_json([_message(m) for m in kwargs.get("messages") or ()]),
+                "gen_ai.input.messages": sc.genai_message_json([_common.openai_message(m) for m in kwargs.get("messages") or ()]),
             }
             metadata = (kwargs.get("litellm_params") or {}).get("metadata") or {}
             if isinstance(metadata, dict) and metadata.get("tracerl_agent"):  # a role name, as in LangChain
@@ -125,7 +112,7 @@ def _response_attributes(response: Any) -> dict[str, Any]:
     choices = getattr(response, "choices", None) or []
     if choices:
         choice = choices[0]
-        attrs["gen_ai.output.messages"] = sc.genai_message_json([_message(getattr(choice, "message", None) or {})])
+        attrs["gen_ai.output.messages"] = sc.genai_message_json([_common.openai_message(getattr(choice, "message", None) or {})])
         if getattr(choice, "finish_reason", None):
             attrs["gen_ai.response.finish_reasons"] = [str(choice.finish_reason)]
     if getattr(response, "id", None):

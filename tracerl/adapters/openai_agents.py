@@ -24,7 +24,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from tracerl.core import semconv as sc
-from tracerl.core.types import Message, ToolCall
+from tracerl.core.types import Message
 
 from . import _common
 
@@ -41,19 +41,7 @@ except ImportError as exc:  # pragma: no cover
 
 def _messages(items: Any) -> list[Message]:
     """Chat Completions messages (the SDK's generation input/output) as our Messages."""
-    out = []
-    for m in items or ():
-        if not isinstance(m, dict):
-            continue
-        content = m.get("content")
-        if isinstance(content, list):
-            content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict)) or None
-        calls = [ToolCall(id=tc.get("id"), name=str((tc.get("function") or {}).get("name", "")),
-                          arguments=str((tc.get("function") or {}).get("arguments") or "{}"))
-                 for tc in m.get("tool_calls") or () if isinstance(tc, dict)]
-        out.append(Message(role=str(m.get("role", "user")), content=content if isinstance(content, str) else None,
-                           tool_calls=calls, tool_call_id=m.get("tool_call_id")))
-    return out
+    return [_common.openai_message(m) for m in items or () if isinstance(m, dict)]
 
 
 class TracerlTracingProcessor(TracingProcessor):
