@@ -114,12 +114,16 @@ def test_sampling_parameters_are_honoured(tiny_engine):
 
 
 def test_stop_strings_cut_the_text_but_not_the_recorded_tokens(gateway, store, tiny_engine):
+    from tracerl.tasks.synthetic import SYSTEM_PROMPT
+
     client = OpenAI(base_url=gateway.session_url("s-stop"), api_key="x")
-    full = client.chat.completions.create(model="tracerl-tiny", messages=MSG, max_tokens=24, temperature=0)
+    messages = [{"role": "system", "content": SYSTEM_PROMPT}, *MSG]  # the model answers at length
+    full = client.chat.completions.create(model="tracerl-tiny", messages=messages, max_tokens=24, temperature=0)
     text = full.choices[0].message.content
     assert len(text) > 3
     stop = text[2:4]
-    cut = client.chat.completions.create(model="tracerl-tiny", messages=MSG, max_tokens=24, temperature=0, stop=[stop])
+    cut = client.chat.completions.create(model="tracerl-tiny", messages=messages, max_tokens=24, temperature=0,
+                                         stop=[stop])
     assert cut.choices[0].message.content == text[: text.index(stop)]
     assert cut.choices[0].finish_reason == "stop"
 

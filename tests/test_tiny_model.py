@@ -133,9 +133,9 @@ def test_greedy_answers_are_well_formed(model, tok):
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "the committed weights came from a short build (--max-steps 400 of an earlier version of "
-    "scripts/build_tiny_model.py): 2% held-out accuracy, below the intended ~35%; rebuild with "
-    "the script's defaults"))
+    "the committed build (scripts/build_tiny_model.py at its defaults, 2,500 steps) reaches 7% "
+    "greedy held-out arithmetic accuracy, below the intended 10-70% band; the build recipe "
+    "still needs tuning"))
 def test_training_report_leaves_headroom():
     report = json.loads((tiny_model_path() / "training_report.json").read_text())
     greedy, sampled = report["greedy"]["arithmetic"], report["sampled"]["arithmetic"]
