@@ -7,16 +7,22 @@ import sys
 import typer
 
 from tracerl.cli import serve, traces
+from tracerl.cli import train as train_cli
 
 app = typer.Typer(
     help=(
         "tracerl: train LLM agents with reinforcement learning from their OpenTelemetry traces.\n\n"
         "Instrument an agent (any framework), let its LLM calls become spans in a span store, "
-        "turn the spans into episodes, and train on them."
+        "turn the spans into episodes, and train on them.\n\n"
+        "  tracerl train arithmetic        RL on the bundled tiny model (CPU, minutes)\n\n"
+        "  tracerl traces list             what your agents recorded\n\n"
+        "  tracerl gateway serve           serve a policy with token-level recording"
     ),
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+app.command("train")(train_cli.train)
+app.add_typer(train_cli.tasks_app, name="tasks")
 app.add_typer(traces.app, name="traces")
 app.add_typer(serve.gateway_app, name="gateway")
 app.add_typer(serve.model_app, name="model")

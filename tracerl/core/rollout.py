@@ -63,6 +63,10 @@ class RolloutSettings(BaseModel):
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     max_tokens: int | None = Field(None, ge=1, description="response length cap per call")
     timeout_s: float | None = Field(None, gt=0, description="wall-clock limit per episode")
+    seed: int | None = Field(
+        None, description="sampling seed offered to the agent (config.sampling['seed']); the trainer "
+        "sets one per rollout so that a seeded run can be reproduced"
+    )
     store: str | None = Field(None, description="span store path (default $TRACERL_HOME/traces.db)")
     otlp_endpoint: str | None = Field(None, description="also export spans to this OTLP/HTTP endpoint")
 
@@ -140,6 +144,8 @@ class Session:
         sampling: dict[str, Any] = {"temperature": self.settings.temperature, "top_p": self.settings.top_p}
         if self.settings.max_tokens is not None:
             sampling["max_tokens"] = self.settings.max_tokens
+        if self.settings.seed is not None:
+            sampling["seed"] = self.settings.seed
         return RolloutConfig(
             episode_id=self.episode_id,
             task=self.task or Task(id=self.episode_id),

@@ -1,0 +1,43 @@
+"""Agents for trainer tests: plain HTTP against the session URL, rewards that always vary."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+
+import httpx
+
+import tracerl
+
+
+def _ask(task: tracerl.Task, config: tracerl.RolloutConfig) -> str:
+    body = {"model": config.model, "messages": [{"role": "user", "content": task.data["question"]}],
+            **config.sampling}
+    with httpx.Client(base_url=config.base_url, timeout=60) as http:
+        reply = http.post("/chat/completions", json=body)
+    reply.raise_for_status()
+    return reply.json()["choices"][0]["message"]["content"] or ""
+
+
+@tracerl.rollout
+def parity_agent(task: tracerl.Task, config: tracerl.RolloutConfig) -> dict:
+    """Reward 1 for an answer of even length: half the samples, so every group has variance."""
+    text = _ask(task, config)
+    return {"reward": float(len(text) % 2 == 0), "is_correct": len(text) % 2 == 0}
+
+
+def _bucket(episode_seed: int | None, task: tracerl.Task) -> int:
+    key = f"{task.id}:{episode_seed}".encode()
+    return hashlib.sha256(key).digest()[0] % 10
+
+
+@tracerl.rollout
+def flaky_agent(task: tracerl.Task, config: tracerl.RolloutConfig) -> dict:
+    """Raises on ~10% of rollouts and hangs past the timeout on another ~10%."""
+    bucket = _bucket(config.sampling.get("seed"), task)
+    if bucket == 0:
+        raise RuntimeError("the agent fell over")
+    text = _ask(task, config)
+    if bucket == 1:
+        time.sleep(5)
+    return {"reward": float(len(text) % 2 == 0)}

@@ -1,0 +1,159 @@
+"""The RL trainer end to end on the bundled tiny model: updates, failures, checkpoints, resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tracerl.core.otel import setup_tracing
+from tracerl.core.store import SpanStore
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from tracerl.trainers import checkpoint  # noqa: E402
+from tracerl.trainers.config import TrainConfig  # noqa: E402
+from tracerl.trainers.loop import train  # noqa: E402
+from tracerl.trainers.rollouts import load_agent  # noqa: E402
+
+AGENTS = Path(__file__).parent / "agents" / "trainer_agents.py"
+ROOT = Path(__file__).parent.parent
+
+
+def small(tmp_path: Path, **kw) -> TrainConfig:
+    base = dict(output=tmp_path / "run", steps=2, batch_size=4, group_size=4, eval_size=0, progress=False,
+                tensorboard=False, rollout={"max_tokens": 24, "timeout_s": 60})
+    base.update(kw)
+    return TrainConfig.model_validate(base)
+
+
+@pytest.fixture
+def private_tracing():
+    from opentelemetry.sdk.trace import TracerProvider
+
+    provider = TracerProvider()
+    yield setup_tracing(use_store=False, tracer_provider=provider)
+    provider.shutdown()
+
+
+def weights(path: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(path / "model.safetensors")
+
+
+def test_training_updates_weights_checkpoints_and_stamps_versions(tmp_path, private_tracing):
+    from transformers import AutoModelForCausalLM
+
+    from tracerl.models import tiny_model_path
+
+    cfg = small(tmp_path)
+    result = train(cfg, agent=load_agent(f"{AGENTS}:parity_agent"), tracing=private_tracing)
+    lines = [json.loads(x) for x in (cfg.output / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in lines] == [1, 2]
+    assert all(m["update/sequences"] > 0 and m["stats/grad_norm"] > 0 for m in lines)
+    assert lines[-1]["policy/weight_version"] == 2
+    for key in ("rollout/reward_mean", "stats/entropy", "stats/clip_frac", "groups/zero_variance_share",
+                "time/rollout_s", "throughput/update_tokens_per_s", "rollout/prefix_breaks"):
+        assert key in lines[-1], key
+    # the checkpoint is a Hugging Face model folder that differs from where training started
+    final = result.final_checkpoint
+    assert final is not None and final.name == "step-000002"
+    model = AutoModelForCausalLM.from_pretrained(final)
+    start = weights(tiny_model_path())
+    changed = [k for k, v in weights(final).items() if not torch.equal(v, start[k])]
+    assert changed and model.num_parameters() > 0
+    # the gateway stamped step 2's calls with the weights of after step 1
+    store = SpanStore(cfg.output / "traces.db")
+    versions: dict[str, set[int]] = {}
+    for span in store.spans():
+        sid = span.attributes.get("tracerl.session.id", "")
+        version = span.attributes.get("tracerl.llm.weight_version")
+        if version is not None:
+            versions.setdefault(sid.split("-")[1], set()).add(version)
+    assert versions == {"s0": {0}, "s1": {1}}
+
+
+def test_failing_and_hanging_agents_do_not_stop_training(tmp_path, private_tracing):
+    cfg = small(tmp_path, steps=2, batch_size=8, group_size=4, rollout={"max_tokens": 16, "timeout_s": 2})
+    result = train(cfg, agent=load_agent(f"{AGENTS}:flaky_agent"), tracing=private_tracing)
+    totals: dict[str, float] = {}
+    for m in result.history:
+        for key in ("episodes/error", "episodes/timeout", "episodes/excluded", "episodes/success"):
+            totals[key] = totals.get(key, 0) + m.get(key, 0)
+    assert totals["episodes/error"] >= 1 and totals["episodes/timeout"] >= 1
+    assert totals["episodes/excluded"] == totals["episodes/error"] + totals["episodes/timeout"]
+    assert totals["episodes/success"] + totals["episodes/excluded"] == 2 * 8 * 4
+    assert all(m["update/sequences"] <= m["episodes/success"] for m in result.history)
+
+
+def _cli(out: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "tracerl.cli.main", "train", "arithmetic", "--agent", f"{AGENTS}:parity_agent",
+            "--output", str(out), "--steps", "4", "--batch-size", "2", "--group-size", "4", "--eval-size", "0",
+            "--threads", "1", "--quiet", "--set", "concurrency=1", "--set", "rollout.max_tokens=16",
+            "--set", "tensorboard=false", "--set", "deterministic=true", *extra]
+
+
+@pytest.mark.slow
+def test_resume_after_sigkill_reproduces_the_parameters(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    subprocess.run(_cli(straight), check=True, env=env, capture_output=True, timeout=300)
+    proc = subprocess.Popen(_cli(killed), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while checkpoint.latest(killed / "checkpoints") is None or checkpoint.latest(killed / "checkpoints").name < "step-000002":
+        assert proc.poll() is None and time.monotonic() < deadline, "the run ended before it could be killed"
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    last = checkpoint.latest(killed / "checkpoints")
+    assert last is not None and last.name < "step-000004"
+    subprocess.run(_cli(killed, "--resume"), check=True, env=env, capture_output=True, timeout=300)
+    a = weights(straight / "checkpoints" / "step-000004")
+    b = weights(killed / "checkpoints" / "step-000004")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    start = weights(ROOT / "tracerl" / "models" / "tiny")
+    assert any(not torch.equal(a[k], start[k]) for k in a)
+
+
+def test_config_from_yaml_with_flag_overrides(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("steps: 7\nalgo: {type: grpo, scale_rewards: batch}\nloss: {kl_beta: 0.05}\n")
+    cfg = TrainConfig.load(path, {"algo": {"type": "grpo"}, "loss": {"eps_high": 0.3}, "group_size": 2})
+    assert cfg.steps == 7 and cfg.group_size == 2
+    assert cfg.algo.type == "grpo" and cfg.algo.scale_rewards == "batch"
+    assert cfg.loss.kl_beta == 0.05 and cfg.loss.eps_high == 0.3
+    cfg = TrainConfig.load(path, {"algo": {"type": "rloo"}})
+    assert cfg.algo.type == "rloo"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--algo", "ppo2"], "--algo 'ppo2'"),
+    (["--set", "optim.lr=-1"], "optim.lr"),
+    (["--set", "nonsense"], "dotted.key=value"),
+    (["--config", "/nonexistent.yaml"], "does not exist"),
+    (["--agent", "no_such_module:fn"], "cannot be imported"),
+])
+def test_cli_errors_are_one_line(tmp_path, args, message):
+    proc = subprocess.run([sys.executable, "-m", "tracerl.cli.main", "train", "arithmetic", "--output",
+                           str(tmp_path / "r"), "--eval-size", "0", "--steps", "1", *args],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+
+
+def test_dry_run_prints_the_resolved_config(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "tracerl.cli.main", "train", "countdown", "--dry-run",
+                           "--algo", "reinforce", "--group-size", "3", "--set", "loss.agg=seq_mean_token_sum"],
+                          capture_output=True, text=True, timeout=60, check=True)
+    cfg = json.loads(proc.stdout)
+    assert cfg["task"] == "countdown" and cfg["algo"] == {"type": "reinforce", "baseline": "batch_mean"}
+    assert cfg["group_size"] == 3 and cfg["loss"]["agg"] == "seq_mean_token_sum"

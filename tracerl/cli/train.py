@@ -1,0 +1,111 @@
+"""``tracerl train TASK`` and ``tracerl tasks list``: parse flags into the one TrainConfig, run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+tasks_app = typer.Typer(help="The task registry: what can be trained and evaluated.", no_args_is_help=True)
+
+
+def train(
+    task: Annotated[str, typer.Argument(help="task name (tracerl tasks list)")] = "arithmetic",
+    agent: Annotated[str | None, typer.Option(help="rollout function: module:fn or path/file.py:fn")] = None,
+    algo: Annotated[str | None, typer.Option(help="grpo | dr_grpo | rloo | reinforce | reinforce_pp")] = None,
+    group_size: Annotated[int | None, typer.Option(help="rollouts per task (G)")] = None,
+    batch_size: Annotated[int | None, typer.Option(help="tasks per step")] = None,
+    lr: Annotated[float | None, typer.Option(help="peak learning rate")] = None,
+    steps: Annotated[int | None, typer.Option(help="training steps")] = None,
+    model: Annotated[str | None, typer.Option(help="HF model folder or id (default: bundled tiny model)")] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="YAML (or JSON) file of settings")] = None,
+    output: Annotated[Path | None, typer.Option(help="run folder (checkpoints, metrics, traces)")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="continue from the latest checkpoint")] = False,
+    seed: Annotated[int | None, typer.Option(help="run seed")] = None,
+    eval_size: Annotated[int | None, typer.Option(help="held-out tasks to evaluate on (0 = none)")] = None,
+    threads: Annotated[int | None, typer.Option(help="torch CPU threads")] = None,
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", help="any setting as dotted.key=value (value in JSON or plain text), repeatable")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="print the resolved config and exit")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", help="no progress bar")] = False,
+) -> None:
+    """Train TASK's agent with RL on the policy served by an in-process gateway.
+
+    Before and after training the held-out accuracy is printed; metrics go to OUTPUT/metrics.jsonl
+    (and TensorBoard when installed), checkpoints to OUTPUT/checkpoints (HF format).
+    """
+    from tracerl.trainers.config import ALGO_NAMES, TrainConfig
+
+    overrides: dict[str, Any] = {"task": task}
+    flags = {"agent": agent, "model": model, "output": output, "seed": seed, "steps": steps,
+             "batch_size": batch_size, "group_size": group_size, "eval_size": eval_size, "threads": threads}
+    overrides.update({k: v for k, v in flags.items() if v is not None})
+    if resume:
+        overrides["resume"] = True
+    if quiet:
+        overrides["progress"] = False
+    if lr is not None:
+        overrides["optim"] = {"lr": lr}
+    if algo is not None:
+        if algo not in ALGO_NAMES:
+            from tracerl.core.errors import ConfigError
+
+            raise ConfigError(f"--algo {algo!r}: choose one of {', '.join(ALGO_NAMES)}")
+        overrides["algo"] = {"type": algo}
+    for item in set_ or []:
+        _set_dotted(overrides, item)
+    cfg = TrainConfig.load(config, overrides)
+    if dry_run:
+        typer.echo(json.dumps(cfg.model_dump(mode="json"), indent=2))
+        return
+    from tracerl.trainers.loop import train as run_training
+
+    result = run_training(cfg)
+    typer.echo(_summary(result))
+
+
+def _set_dotted(out: dict[str, Any], item: str) -> None:
+    from tracerl.core.errors import ConfigError
+
+    key, sep, raw = item.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"--set {item!r}: write it as dotted.key=value, e.g. --set loss.kl_beta=0.01")
+    try:
+        value: Any = json.loads(raw)
+    except ValueError:
+        value = raw
+    *parents, leaf = key.strip().split(".")
+    node = out
+    for part in parents:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"--set {item!r}: {part} is not a group of settings")
+    node[leaf] = value
+
+
+def _summary(result: Any) -> str:
+    def pct(x: float | None) -> str:
+        return "n/a" if x is None else f"{x:.1%}"
+
+    lines = [f"accuracy before: {pct(result.accuracy_before)}", f"accuracy after:  {pct(result.accuracy_after)}"]
+    if result.final_checkpoint is not None:
+        lines.append(f"checkpoint: {result.final_checkpoint}")
+    lines.append(f"metrics: {result.run_dir / 'metrics.jsonl'}")
+    return "\n".join(lines)
+
+
+@tasks_app.command("list")
+def list_tasks() -> None:
+    """Registered tasks, their default agents and what they are."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from tracerl import tasks
+
+    table = Table("task", "default agent", "description")
+    for name in tasks.names():
+        spec = tasks.get(name)
+        table.add_row(name, spec.default_agent, spec.description)
+    Console().print(table)

@@ -1,0 +1,71 @@
+"""The built-in agent of the synthetic tasks: a plain HTTP chat loop, no framework, no adapter.
+
+It reaches the gateway through the session URL alone (``config.base_url``), which is all the
+gateway needs to record the episode: it is also the reference for "an agent without any
+adapter". Arithmetic offers the calculator tool; the model may call it (the tool result goes
+back as a ``tool`` message) before it answers. Tasks with feedback (multiturn) get the
+task's feedback as a new user turn until the answer is right or the turns run out.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tracerl.core.rollout import RolloutConfig, rollout
+from tracerl.core.types import Task
+
+from .synthetic import CALCULATOR_TOOL, TASKS, calculator
+
+MAX_TOOL_CALLS = 2
+
+
+def _tool_result(call: dict[str, Any]) -> str:
+    try:
+        args = json.loads(call["function"].get("arguments") or "{}")
+        return calculator(str(args.get("expression", "")))
+    except (ValueError, TypeError, AttributeError, KeyError) as exc:
+        return f"error: {exc}"
+
+
+def _body(config: RolloutConfig, messages: list[dict[str, Any]], tools: list[dict] | None, n_call: int) -> dict:
+    body: dict[str, Any] = {"model": config.model, "messages": messages, **config.sampling}
+    if "seed" in body:  # a distinct, reproducible seed per call of the episode
+        body["seed"] = int(body["seed"]) + n_call
+    if tools:
+        body["tools"] = tools
+    return body
+
+
+def _client(config: RolloutConfig) -> Any:
+    import httpx
+
+    return httpx.Client(base_url=config.base_url, headers={"Authorization": f"Bearer {config.api_key}"},
+                        timeout=120.0)
+
+
+@rollout
+def math_agent(task: Task, config: RolloutConfig) -> dict[str, Any]:
+    """Solve one synthetic task; returns the reward and whether the last answer is right."""
+    spec = TASKS[task.dataset or "arithmetic"]
+    tools = [CALCULATOR_TOOL] if spec.name == "arithmetic" else None
+    messages = spec.messages(task)
+    text, turns, calls = None, 0, 0
+    with _client(config) as http:
+        while True:
+            reply = http.post("/chat/completions", json=_body(config, messages, tools, calls))
+            reply.raise_for_status()
+            calls += 1
+            message = reply.json()["choices"][0]["message"]
+            messages.append({k: v for k, v in message.items() if k in ("role", "content", "tool_calls")})
+            if message.get("tool_calls") and calls <= MAX_TOOL_CALLS:
+                messages += [{"role": "tool", "tool_call_id": c.get("id"), "content": _tool_result(c)}
+                             for c in message["tool_calls"]]
+                continue
+            turns += 1
+            text = message.get("content")
+            feedback = spec.feedback(task, text, turns)
+            if feedback is None:
+                break
+            messages.append({"role": "user", "content": feedback})
+    return {"reward": spec.reward(task, text, turns), "is_correct": spec.is_correct(task, text)}  # type: ignore[attr-defined]

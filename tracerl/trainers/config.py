@@ -1,0 +1,192 @@
+"""The one training config: a pydantic model, loadable from YAML, overridable by CLI flags.
+
+    cfg = TrainConfig.load("run.yaml", overrides={"steps": 50, "algo": {"type": "rloo"}})
+
+The advantage estimator is a discriminated union on ``type``; ``algo_by_agent`` picks another
+one per agent name (e.g. the solver GRPO, the judge REINFORCE). Defaults are tuned to work
+on the bundled tiny model on a laptop CPU.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from tracerl.core.errors import ConfigError
+from tracerl.core.rollout import RolloutSettings
+from tracerl.core.types import TerminationReason
+
+
+class _Config(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class GRPO(_Config):
+    """Group-relative advantages (https://arxiv.org/abs/2402.03300)."""
+
+    type: Literal["grpo"] = "grpo"
+    scale_rewards: Literal["group", "batch", "none"] = Field(
+        "group", description="divide by the group's reward std, the batch's, or not at all"
+    )
+
+
+class DrGRPO(_Config):
+    """GRPO done right (https://arxiv.org/abs/2503.20783): no std scaling; pair with agg=constant."""
+
+    type: Literal["dr_grpo"] = "dr_grpo"
+
+
+class RLOO(_Config):
+    """REINFORCE leave-one-out (https://arxiv.org/abs/2402.14740)."""
+
+    type: Literal["rloo"] = "rloo"
+
+
+class Reinforce(_Config):
+    """Plain REINFORCE with an optional batch-mean baseline."""
+
+    type: Literal["reinforce"] = "reinforce"
+    baseline: Literal["none", "batch_mean"] = Field("batch_mean", description="reward baseline")
+
+
+class ReinforcePP(_Config):
+    """REINFORCE++ baseline (https://arxiv.org/abs/2501.03262): group mean, batch std."""
+
+    type: Literal["reinforce_pp"] = "reinforce_pp"
+
+
+Algo = Annotated[GRPO | DrGRPO | RLOO | Reinforce | ReinforcePP, Field(discriminator="type")]
+ALGO_NAMES = ("grpo", "dr_grpo", "rloo", "reinforce", "reinforce_pp")
+
+
+class LossConfig(_Config):
+    """The clipped policy-gradient loss (see tracerl.trainers.losses)."""
+
+    eps_low: float = Field(0.2, ge=0, le=1, description="clip the ratio below at 1 - eps_low")
+    eps_high: float = Field(0.28, ge=0, description="clip the ratio above at 1 + eps_high (DAPO)")
+    agg: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum", "constant"] = Field(
+        "token_mean", description="how token losses become one number; constant = Dr.GRPO"
+    )
+    kl_beta: float = Field(0.0, ge=0, description="weight of the k3 KL to the initial policy (0 = off)")
+    tis_cap: float | None = Field(
+        2.0, gt=0, description="cap of the truncated importance weight against the engine's logprobs"
+    )
+    gamma: float = Field(1.0, ge=0, le=1, description="discount of per-step rewards across turns")
+
+
+class OptimConfig(_Config):
+    """AdamW with warmup and a schedule; micro-batches packed to a token budget."""
+
+    lr: float = Field(2e-3, gt=0, description="peak learning rate (the tiny model likes it high)")
+    betas: tuple[float, float] = (0.9, 0.99)
+    weight_decay: float = Field(0.0, ge=0)
+    warmup_steps: int = Field(2, ge=0, description="linear warmup, in optimizer steps")
+    schedule: Literal["constant", "cosine", "linear"] = Field("constant", description="after warmup")
+    grad_clip: float | None = Field(1.0, gt=0, description="max global grad norm (None = off)")
+    micro_batch_tokens: int = Field(8192, ge=64, description="token budget of one forward/backward")
+    epochs: int = Field(1, ge=1, description="passes over each rollout batch (>1 = PPO-style reuse)")
+
+
+class TrainConfig(_Config):
+    """Everything one ``tracerl train`` run needs."""
+
+    task: str = Field("arithmetic", description="task name in the registry (tracerl tasks list)")
+    agent: str | None = Field(
+        None, description="rollout function as module:fn or path/file.py:fn (default: the task's agent)"
+    )
+    model: str | None = Field(None, description="HF model path or hub id (default: the bundled tiny model)")
+    output: Path = Field(Path("runs/train"), description="run folder: checkpoints, metrics, traces")
+    seed: int = Field(0, description="seeds task order, sampling seeds and torch")
+    steps: int = Field(40, ge=1, description="training steps (one rollout batch + update each)")
+    batch_size: int = Field(16, ge=1, description="tasks per step")
+    group_size: int = Field(8, ge=1, description="rollouts per task (G)")
+    concurrency: int = Field(32, ge=1, description="rollouts in flight at once")
+    algo: Algo = Field(default_factory=GRPO, description="advantage estimator (by type)")
+    algo_by_agent: dict[str, Algo] = Field(
+        default_factory=dict, description="estimator per agent (trajectory) name, overriding algo"
+    )
+    loss: LossConfig = Field(default_factory=LossConfig)
+    optim: OptimConfig = Field(default_factory=OptimConfig)
+    rollout: RolloutSettings = Field(
+        default_factory=lambda: RolloutSettings(max_tokens=96, timeout_s=120.0),
+        description="sampling and timeouts of the agent's calls (gateway_url is set by the trainer)",
+    )
+    drop_zero_variance: bool = Field(True, description="leave out groups whose rewards are all equal")
+    exclude: list[TerminationReason] = Field(
+        default_factory=lambda: [
+            TerminationReason.ERROR, TerminationReason.TIMEOUT, TerminationReason.CANCELLED,
+            TerminationReason.NO_LLM_CALLS, TerminationReason.MISSING_TOKEN_IDS,
+        ],
+        description="episodes ending so are counted and left out of the update",
+    )
+    eval_size: int = Field(64, ge=0, description="held-out tasks for accuracy (0 = no eval)")
+    eval_every: int = Field(10, ge=0, description="evaluate every N steps (0 = first and last only)")
+    eval_temperature: float = Field(0.0, ge=0, description="sampling temperature of the eval")
+    save_every: int = Field(1, ge=0, description="checkpoint every N steps (0 = only at the end)")
+    keep_checkpoints: int = Field(2, ge=1, description="checkpoints kept on disk")
+    resume: bool = Field(False, description="continue from the latest checkpoint in output")
+    threads: int | None = Field(None, ge=1, description="torch CPU threads (default: torch's choice)")
+    deterministic: bool = Field(
+        False, description="bitwise-reproducible math (MKL strict CNR, deterministic torch kernels); "
+        "with concurrency=1 a resumed run then equals an uninterrupted one. Slower."
+    )
+    device: str | None = Field(None, description="cpu, cuda, ... (default: cuda when available)")
+    tensorboard: bool = Field(True, description="also log to TensorBoard when it is installed")
+    wandb_project: str | None = Field(None, description="also log to this W&B project")
+    mlflow_experiment: str | None = Field(None, description="also log to this MLflow experiment")
+    progress: bool = Field(True, description="show a live progress bar")
+
+    @model_validator(mode="after")
+    def _check(self) -> TrainConfig:
+        if self.loss.agg == "constant" and self.rollout.max_tokens is None:
+            raise ValueError("loss.agg=constant (Dr.GRPO) needs rollout.max_tokens as its constant")
+        return self
+
+    def estimator_for(self, agent: str) -> GRPO | DrGRPO | RLOO | Reinforce | ReinforcePP:
+        return self.algo_by_agent.get(agent, self.algo)
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> TrainConfig:
+        """Read YAML (or JSON) from ``path``, deep-merge ``overrides`` (CLI flags), validate."""
+        data: dict[str, Any] = {}
+        if path is not None:
+            data = _read_mapping(Path(path))
+        return cls.model_validate(_merge(data, overrides or {}))
+
+
+def _read_mapping(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    text = path.read_text()
+    try:
+        if path.suffix == ".json":
+            import json
+
+            data = json.loads(text)
+        else:
+            import yaml
+
+            data = yaml.safe_load(text)
+    except Exception as exc:  # noqa: BLE001 - any parse error becomes one line
+        raise ConfigError(f"config file {path} could not be parsed: {exc}".splitlines()[0]) from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold a mapping of settings, not {type(data).__name__}")
+    return data
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and key != "algo":
+            out[key] = _merge(out[key], value)
+        elif key == "algo" and isinstance(value, dict) and isinstance(out.get(key), dict):
+            # a new type replaces the estimator's settings; the same type merges into them
+            same = value.get("type", out[key].get("type")) == out[key].get("type")
+            out[key] = {**out[key], **value} if same else value
+        else:
+            out[key] = value
+    return out

@@ -1,0 +1,235 @@
+"""The training loop, top to bottom: rollouts -> episodes -> advantages -> update -> new weights.
+
+    result = tracerl.trainers.train(TrainConfig(task="arithmetic", steps=40))
+
+Per step: take ``batch_size`` tasks, run ``group_size`` rollouts of each through the user's
+agent against the in-process gateway (which records every call's tokens into the run's span
+store), read the episodes back from the spans, compute advantages per (task, agent) group,
+make one policy-gradient update, and load the new weights into the engine with version + 1
+(the gateway stamps later spans with it). A checkpoint after every ``save_every`` steps
+makes a SIGKILL cost at most the step in flight.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tracerl.core.errors import ConfigError
+from tracerl.core.otel import Tracing, setup_tracing
+from tracerl.core.rollout import RolloutFunction, RolloutSettings
+from tracerl.core.store import SpanStore
+from tracerl.core.types import Episode, Task
+
+from . import checkpoint
+from .batching import make_batch
+from .config import TrainConfig
+from .metrics import MetricsLogger, accuracy, episode_metrics
+from .progress import Progress
+from .rollouts import load_agent, rollout_seed, run_rollouts
+from .update import make_optimizer, policy_update
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainResult:
+    """What a run achieved: held-out accuracy before and after, and the metrics of every step."""
+
+    run_dir: Path
+    accuracy_before: float | None
+    accuracy_after: float | None
+    history: list[dict[str, float]] = field(default_factory=list)
+    final_checkpoint: Path | None = None
+
+
+@dataclass
+class _Run:
+    """What the loop holds for one run (built by :func:`_setup`)."""
+
+    cfg: TrainConfig
+    agent: RolloutFunction
+    model: Any
+    tokenizer: Any
+    ref_model: Any
+    optimizer: Any
+    scheduler: Any
+    store: SpanStore
+    tracing: Tracing
+    train_tasks: list[Task]
+    eval_tasks: list[Task]
+    start_step: int = 0
+    version: int = 0
+    nonce: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+
+
+def train(cfg: TrainConfig, *, agent: RolloutFunction | None = None, tracing: Tracing | None = None,
+          console: Any = None) -> TrainResult:
+    """Run ``cfg`` (resuming from ``cfg.output`` when ``cfg.resume``); returns the result.
+
+    ``agent`` overrides ``cfg.agent``; ``tracing`` replaces the global tracer provider's
+    (framework adapters record on the global one, so pass it only for adapter-free agents).
+    """
+    from tracerl.engines.torch_engine import TorchEngine
+    from tracerl.gateway.server import GatewayServer
+
+    run = _setup(cfg, agent, tracing)
+    progress = Progress(cfg, console, start=run.start_step)
+    engine = TorchEngine(_engine_weights(run), model_name=cfg.rollout.model, device=cfg.device, max_batch_size=64)
+    engine.weight_version = run.version
+    logger = MetricsLogger(cfg.output, cfg)
+    result = TrainResult(cfg.output, None, None)
+    try:
+        with GatewayServer(engine, run.store) as gateway:
+            settings = cfg.rollout.model_copy(update={"gateway_url": gateway.url, "store": run.store.path})
+            if run.start_step == 0 and cfg.eval_size:
+                result.accuracy_before = _evaluate(run, settings, 0, logger, progress)
+            for step in range(run.start_step, cfg.steps):
+                metrics = _train_step(run, settings, step, engine)
+                if cfg.eval_size and cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step + 1 < cfg.steps:
+                    metrics["eval/accuracy"] = _evaluate(run, settings, step + 1, None, progress)
+                logger.log(step + 1, metrics)
+                result.history.append({"step": step + 1, **metrics})
+                progress.step(step + 1, metrics)
+                if (cfg.save_every and (step + 1) % cfg.save_every == 0) or step + 1 == cfg.steps:
+                    result.final_checkpoint = _save(run, step + 1)
+            if cfg.eval_size:
+                result.accuracy_after = _evaluate(run, settings, cfg.steps, logger, progress)
+    finally:
+        progress.close()
+        logger.close()
+        engine.shutdown()
+        run.tracing.flush()
+    return result
+
+
+def _setup(cfg: TrainConfig, agent: RolloutFunction | None, tracing: Tracing | None) -> _Run:
+    if cfg.deterministic:
+        # MKL picks kernels by memory alignment unless told not to; read when MKL first runs.
+        os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    from tracerl import tasks
+    from tracerl.models import tiny_model_path
+
+    if cfg.rollout.temperature <= 0:
+        raise ConfigError("rollout.temperature must be > 0 to train (greedy samples have no usable logprobs)")
+    hf_logging.disable_progress_bar()  # a bar per checkpoint write would drown the run's own
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    torch.manual_seed(cfg.seed)
+    if cfg.deterministic:
+        torch.use_deterministic_algorithms(True)
+    spec = tasks.get(cfg.task)
+    agent = agent or load_agent(cfg.agent or spec.default_agent)
+    cfg.output.mkdir(parents=True, exist_ok=True)
+    (cfg.output / "config.json").write_text(cfg.model_dump_json(indent=2))
+    base = str(cfg.model or tiny_model_path())
+    found = checkpoint.latest(cfg.output / "checkpoints") if cfg.resume else None
+    if cfg.resume and found is None:
+        log.warning("--resume: no checkpoint in %s, starting from step 0", cfg.output)
+    device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    model = AutoModelForCausalLM.from_pretrained(str(found or base), dtype=torch.float32).to(device)
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    ref_model = None
+    if cfg.loss.kl_beta > 0:
+        ref_model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32).to(device).eval()
+        ref_model.requires_grad_(False)
+    optimizer, scheduler = make_optimizer(model, cfg, cfg.steps)
+    store = SpanStore(str(cfg.output / "traces.db"))
+    if tracing is not None:
+        tracing = setup_tracing(store, tracer_provider=tracing.provider)
+    run = _Run(
+        cfg=cfg, agent=agent, model=model, tokenizer=tokenizer, ref_model=ref_model,
+        optimizer=optimizer, scheduler=scheduler, store=store, tracing=tracing or setup_tracing(store),
+        train_tasks=spec.tasks("train", cfg.steps * cfg.batch_size, seed=cfg.seed),
+        eval_tasks=spec.tasks("test", cfg.eval_size, seed=0) if cfg.eval_size else [],
+    )
+    if found is not None:
+        state = checkpoint.load_state(found)
+        optimizer.load_state_dict(state["optimizer"])
+        if state.get("scheduler") is not None:
+            scheduler.load_state_dict(state["scheduler"])
+        checkpoint.set_rng_state(state["rng"])
+        run.start_step, run.version = int(state["step"]), int(state["weight_version"])
+        log.info("resumed from %s (step %d)", found, run.start_step)
+    return run
+
+
+def _engine_weights(run: _Run) -> str:
+    found = checkpoint.latest(run.cfg.output / "checkpoints") if run.start_step else None
+    return str(found or run.cfg.model or _tiny())
+
+
+def _tiny() -> str:
+    from tracerl.models import tiny_model_path
+
+    return str(tiny_model_path())
+
+
+def _train_step(run: _Run, settings: RolloutSettings, step: int, engine: Any) -> dict[str, float]:
+    cfg = run.cfg
+    tasks = run.train_tasks[step * cfg.batch_size:(step + 1) * cfg.batch_size]
+    jobs = [
+        (task, f"{run.nonce}-s{step}-t{i}-g{g}",
+         settings.model_copy(update={"seed": rollout_seed(cfg.seed, step, i, g)}))
+        for i, task in enumerate(tasks) for g in range(cfg.group_size)
+    ]
+    t0 = time.perf_counter()
+    episodes = run_rollouts(run.agent, jobs, tracing=run.tracing, concurrency=cfg.concurrency)
+    t1 = time.perf_counter()
+    _warn_if_all_failed(episodes, step)
+    batch = make_batch(episodes, cfg)
+    update = policy_update(run.model, run.optimizer, run.scheduler, batch.rows, cfg,
+                           ref_model=run.ref_model, temperature=cfg.rollout.temperature)
+    t2 = time.perf_counter()
+    run.version += 1
+    engine.update_weights(copy.deepcopy(run.model.state_dict()), run.version)
+    metrics = {**episode_metrics(episodes), **batch.metrics, **update}
+    metrics["time/rollout_s"] = t1 - t0
+    metrics["time/update_s"] = t2 - t1
+    metrics["throughput/rollout_tokens_per_s"] = metrics.get("rollout/response_tokens", 0.0) / max(t1 - t0, 1e-9)
+    metrics["throughput/update_tokens_per_s"] = update.get("update/tokens", 0.0) / max(t2 - t1, 1e-9)
+    metrics["policy/weight_version"] = float(run.version)
+    return metrics
+
+
+def _warn_if_all_failed(episodes: list[Episode], step: int) -> None:
+    failed = [ep for ep in episodes if ep.termination_reason.value in ("error", "timeout", "cancelled")]
+    if episodes and len(failed) == len(episodes):
+        log.warning("step %d: every rollout failed (e.g. %s: %s); is the agent configured right?",
+                    step + 1, failed[0].termination_reason.value, failed[0].error)
+
+
+def _evaluate(run: _Run, settings: RolloutSettings, step: int, logger: MetricsLogger | None,
+              progress: Progress) -> float:
+    """Held-out accuracy of the current weights (one rollout per test task)."""
+    cfg = run.cfg
+    sampling = {"temperature": cfg.eval_temperature}
+    jobs = [
+        (task, f"{run.nonce}-eval{step}-t{i}",
+         settings.model_copy(update={**sampling, "seed": rollout_seed(cfg.seed, -1, i)}))
+        for i, task in enumerate(run.eval_tasks)
+    ]
+    episodes = run_rollouts(run.agent, jobs, tracing=run.tracing, concurrency=cfg.concurrency)
+    metrics = episode_metrics(episodes, prefix="eval")
+    if logger is not None:
+        logger.log(step, metrics)
+    acc = accuracy(episodes)
+    progress.evaluated(step, acc)
+    return acc
+
+
+def _save(run: _Run, step: int) -> Path:
+    extra = {"weight_version": run.version, "data_position": step * run.cfg.batch_size}
+    return checkpoint.save(run.cfg.output / "checkpoints", step, run.model, run.tokenizer, run.optimizer,
+                           run.scheduler, extra, keep=run.cfg.keep_checkpoints)
+

@@ -1,0 +1,118 @@
+"""Where metrics go: always ``metrics.jsonl`` in the run folder; TensorBoard when installed;
+W&B and MLflow when configured. Names are namespaced (``rollout/reward_mean``, ``loss/policy``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import statistics
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tracerl.core.types import Episode
+
+from .config import TrainConfig
+
+log = logging.getLogger(__name__)
+
+
+def episode_metrics(episodes: Sequence[Episode], prefix: str = "rollout") -> dict[str, float]:
+    """Reward, accuracy, lengths, token-id health and termination reasons of a set of episodes."""
+    if not episodes:
+        return {}
+    rewards = [float(ep.reward) if ep.reward is not None else 0.0 for ep in episodes]
+    steps = [s for ep in episodes for s in ep.steps]
+    lengths = [len(s.response_ids) for s in steps if s.response_ids is not None]
+    out = {
+        f"{prefix}/reward_mean": statistics.fmean(rewards),
+        f"{prefix}/reward_std": statistics.pstdev(rewards),
+        f"{prefix}/accuracy": accuracy(episodes),
+        f"{prefix}/episodes": float(len(episodes)),
+        f"{prefix}/llm_calls_mean": len(steps) / len(episodes),
+        f"{prefix}/response_length_mean": statistics.fmean(lengths) if lengths else 0.0,
+        f"{prefix}/missing_token_ids": float(sum(1 for s in steps if not s.has_tokens)),
+        f"{prefix}/prefix_breaks": float(sum(t.prefix_breaks for ep in episodes for t in ep.trajectories)),
+        f"{prefix}/response_tokens": float(sum(lengths)),
+    }
+    for reason, count in Counter(ep.termination_reason.value for ep in episodes).items():
+        out[f"{prefix}/termination/{reason}"] = float(count)
+    return out
+
+
+def accuracy(episodes: Sequence[Episode]) -> float:
+    """Share of episodes marked correct (episodes without ``is_correct`` count by reward > 0)."""
+    if not episodes:
+        return 0.0
+    hits = sum(bool(ep.is_correct) if ep.is_correct is not None else (ep.reward or 0.0) > 0 for ep in episodes)
+    return hits / len(episodes)
+
+
+class MetricsLogger:
+    """One call per step: ``logger.log(step, metrics)``; ``close()`` at the end."""
+
+    def __init__(self, run_dir: Path, cfg: TrainConfig):
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.path = run_dir / "metrics.jsonl"
+        self._file = open(self.path, "a", buffering=1)  # noqa: SIM115 - closed in close()
+        self._sinks: list[Any] = []
+        if cfg.tensorboard:
+            self._sinks += _tensorboard(run_dir / "tensorboard")
+        if cfg.wandb_project:
+            self._sinks += _wandb(cfg)
+        if cfg.mlflow_experiment:
+            self._sinks += _mlflow(cfg)
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        clean = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and math.isfinite(v)}
+        self._file.write(json.dumps({"step": step, "time": time.time(), **clean}, sort_keys=True) + "\n")
+        for sink in self._sinks:
+            try:
+                sink(step, clean)
+            except Exception as exc:  # noqa: BLE001 - a metrics backend must not stop training
+                log.warning("metrics backend failed: %s", exc)
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _tensorboard(path: Path) -> list[Any]:
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:  # tensorboard is optional
+        return []
+    writer = SummaryWriter(str(path))
+
+    def sink(step: int, metrics: dict[str, float]) -> None:
+        for key, value in metrics.items():
+            writer.add_scalar(key, value, step)
+        writer.flush()
+
+    return [sink]
+
+
+def _wandb(cfg: TrainConfig) -> list[Any]:
+    try:
+        import wandb
+    except ImportError:
+        from tracerl.core.errors import MissingDependencyError
+
+        raise MissingDependencyError("wandb", "wandb", "wandb_project") from None
+    run = wandb.init(project=cfg.wandb_project, config=cfg.model_dump(mode="json"))
+    return [lambda step, m: run.log(m, step=step)]
+
+
+def _mlflow(cfg: TrainConfig) -> list[Any]:
+    try:
+        import mlflow
+    except ImportError:
+        from tracerl.core.errors import MissingDependencyError
+
+        raise MissingDependencyError("mlflow", "mlflow", "mlflow_experiment") from None
+    mlflow.set_experiment(cfg.mlflow_experiment)
+    mlflow.start_run()
+    return [lambda step, m: mlflow.log_metrics({k.replace("/", ".") : v for k, v in m.items()}, step=step)]

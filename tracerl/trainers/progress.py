@@ -1,0 +1,48 @@
+"""What a person watching ``tracerl train`` sees: accuracy before, a live bar with the reward,
+accuracy after. Quiet when ``progress`` is off (tests, logs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .config import TrainConfig
+
+
+class Progress:
+    def __init__(self, cfg: TrainConfig, console: Any = None, start: int = 0):
+        self.cfg = cfg
+        self._bar: Any = None
+        self.console = console
+        if not cfg.progress:
+            return
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import Progress as RichProgress
+
+        self.console = console or Console()
+        self._bar = RichProgress(
+            TextColumn("[bold]train[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.fields[status]}"), console=self.console, transient=False,
+        )
+        self._task = self._bar.add_task("train", total=cfg.steps, completed=start, status="")
+        self._bar.start()
+
+    def evaluated(self, step: int, acc: float) -> None:
+        if self.console is not None and self.cfg.progress:
+            when = "before training" if step == 0 else "after training" if step == self.cfg.steps else f"at step {step}"
+            self.console.print(f"held-out accuracy {when}: [bold]{acc:.1%}[/]")
+
+    def step(self, step: int, metrics: dict[str, float]) -> None:
+        if self._bar is None:
+            return
+        status = (f"reward {metrics.get('rollout/reward_mean', 0.0):.3f}  "
+                  f"acc {metrics.get('rollout/accuracy', 0.0):.1%}  "
+                  f"rollout {metrics.get('time/rollout_s', 0.0):.1f}s update {metrics.get('time/update_s', 0.0):.1f}s")
+        self._bar.update(self._task, completed=step, status=status)
+        if step % max(1, self.cfg.steps // 10) == 0 or step == self.cfg.steps:
+            self.console.print(f"step {step:4d}  {status}")
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None

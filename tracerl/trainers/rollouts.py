@@ -1,0 +1,100 @@
+"""Running the user's agent: G rollouts per task, concurrently, each one session = one episode.
+
+The agent is any rollout function (``@tracerl.rollout``, sync or async, any framework);
+a plain ``fn(task, config)`` is wrapped. It never raises here: errors and timeouts come
+back as episodes with a termination reason (tracerl.core.rollout).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hashlib
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tracerl.core.errors import ConfigError
+from tracerl.core.otel import Tracing
+from tracerl.core.rollout import RolloutFunction, RolloutSettings, rollout
+from tracerl.core.types import Episode, Task, TerminationReason
+
+
+def load_agent(spec: str) -> RolloutFunction:
+    """``package.module:fn`` or ``path/to/file.py:fn`` -> a rollout function."""
+    target, sep, name = spec.rpartition(":")
+    if not sep or not target or not name:
+        raise ConfigError(f"agent {spec!r} must look like module:function or path/file.py:function")
+    if target.endswith(".py"):
+        path = Path(target)
+        if not path.is_file():
+            raise ConfigError(f"agent file {path} does not exist")
+        # Examples import their neighbours (``from common import ...``): put the folder first.
+        sys.path.insert(0, str(path.parent.resolve()))
+        module_name = f"tracerl_agent_{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]}"
+        loader = importlib.util.spec_from_file_location(module_name, path)
+        if loader is None or loader.loader is None:
+            raise ConfigError(f"agent file {path} cannot be imported")
+        module = importlib.util.module_from_spec(loader)
+        sys.modules[module_name] = module
+        loader.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(target)
+        except ImportError as exc:
+            raise ConfigError(f"agent module {target!r} cannot be imported: {exc}") from exc
+    fn = getattr(module, name, None)
+    if fn is None or not callable(fn):
+        raise ConfigError(f"agent {spec!r}: {target} has no function {name!r}")
+    return fn if isinstance(fn, RolloutFunction) else rollout(fn)
+
+
+def rollout_seed(seed: int, *parts: int) -> int:
+    """A sampling seed that depends only on the run seed and the rollout's position."""
+    digest = hashlib.sha256(":".join(map(str, (seed, *parts))).encode()).digest()
+    return int.from_bytes(digest[:6], "big")
+
+
+def run_rollouts(
+    agent: RolloutFunction,
+    jobs: Sequence[tuple[Task, str, RolloutSettings]],
+    *,
+    tracing: Tracing,
+    concurrency: int,
+) -> list[Episode]:
+    """Run ``(task, episode_id, settings)`` jobs, ``concurrency`` at a time; episodes in job order."""
+    if agent.is_async:
+        return asyncio.run(_run_async(agent, jobs, tracing, concurrency))
+    with concurrent.futures.ThreadPoolExecutor(concurrency, thread_name_prefix="tracerl-agent") as pool:
+        futures = [pool.submit(_guarded, agent, t, eid, s, tracing) for t, eid, s in jobs]
+        return [f.result() for f in futures]
+
+
+def _guarded(agent: Callable[..., Any], task: Task, episode_id: str, settings: RolloutSettings,
+             tracing: Tracing) -> Episode:
+    try:
+        return agent(task, settings, episode_id=episode_id, tracing=tracing)
+    except Exception as exc:  # noqa: BLE001 - assembling the episode itself failed
+        return _failed(task, episode_id, exc)
+
+
+async def _run_async(agent: RolloutFunction, jobs: Sequence[tuple[Task, str, RolloutSettings]],
+                     tracing: Tracing, concurrency: int) -> list[Episode]:
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(task: Task, episode_id: str, settings: RolloutSettings) -> Episode:
+        async with gate:
+            try:
+                return await agent.acall(task, settings, episode_id=episode_id, tracing=tracing)
+            except Exception as exc:  # noqa: BLE001
+                return _failed(task, episode_id, exc)
+
+    return list(await asyncio.gather(*(one(*job) for job in jobs)))
+
+
+def _failed(task: Task, episode_id: str, exc: Exception) -> Episode:
+    return Episode(id=episode_id, task=task, termination_reason=TerminationReason.ERROR,
+                   error=f"{type(exc).__name__}: {exc}")

@@ -1,0 +1,124 @@
+"""One policy update: micro-batches, gradient accumulation, clipping, an optimizer step.
+
+The loss of the whole rollout batch is the sum of its micro-batches' losses, each divided
+by the batch-wide normaliser (masked tokens, or sequences), so accumulation gives the
+gradient of one big batch exactly, however the rows were packed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from .batching import Row, micro_batches
+from .config import TrainConfig
+from .losses import entropy, loss_normalizer, policy_loss, token_logprobs
+
+
+def _pad(rows: Sequence[Row], device: Any) -> dict[str, torch.Tensor]:
+    """Right-padded tensors [B, T] of one micro-batch."""
+    width = max(len(r) for r in rows)
+
+    def tensor(values: list[list[Any]], dtype: torch.dtype) -> torch.Tensor:
+        return torch.tensor([v + [0] * (width - len(v)) for v in values], dtype=dtype, device=device)
+
+    out = {
+        "input_ids": tensor([r.input_ids for r in rows], torch.long),
+        "targets": tensor([r.targets for r in rows], torch.long),
+        "mask": tensor([r.mask for r in rows], torch.float32),
+        "advantages": tensor([r.advantages for r in rows], torch.float32),
+        "attention": tensor([[1] * len(r) for r in rows], torch.long),
+    }
+    if all(r.engine_logprobs is not None for r in rows):
+        out["engine_logprobs"] = tensor([r.engine_logprobs for r in rows], torch.float32)  # type: ignore[misc]
+    return out
+
+
+def _forward_logprobs(model: Any, mb: dict[str, torch.Tensor], temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+    logits = model(input_ids=mb["input_ids"], attention_mask=mb["attention"]).logits  # [B, T, V]
+    return token_logprobs(logits, mb["targets"], temperature=temperature), logits
+
+
+def policy_update(
+    model: Any,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    rows: Sequence[Row],
+    cfg: TrainConfig,
+    *,
+    ref_model: Any = None,
+    temperature: float = 1.0,
+) -> dict[str, float]:
+    """``cfg.optim.epochs`` passes of one optimizer step each over ``rows``; returns metrics."""
+    if not rows:
+        return {}
+    device = next(model.parameters()).device
+    batches = [_pad(mb, device) for mb in micro_batches(rows, cfg.optim.micro_batch_tokens)]
+    norm = loss_normalizer(cfg.loss.agg, [mb["mask"] for mb in batches])
+    model.train()
+    with torch.no_grad():  # the policy that the ratio is taken against, and the reference
+        for mb in batches:
+            mb["old_logprobs"] = _forward_logprobs(model, mb, temperature)[0] if cfg.optim.epochs > 1 else None
+            if ref_model is not None and cfg.loss.kl_beta > 0:
+                mb["ref_logprobs"] = _forward_logprobs(ref_model, mb, temperature)[0]
+    sums: dict[str, float] = {}
+    for _epoch in range(cfg.optim.epochs):
+        for mb in batches:
+            logprobs, logits = _forward_logprobs(model, mb, temperature)
+            old = mb["old_logprobs"] if mb["old_logprobs"] is not None else logprobs.detach()
+            loss, metrics = policy_loss(
+                logprobs, old, mb["advantages"], mb["mask"],
+                eps_low=cfg.loss.eps_low, eps_high=cfg.loss.eps_high, agg=cfg.loss.agg,
+                max_tokens=cfg.rollout.max_tokens, ref_logprobs=mb.get("ref_logprobs"),
+                kl_beta=cfg.loss.kl_beta, engine_logprobs=mb.get("engine_logprobs"),
+                tis_cap=cfg.loss.tis_cap, normalizer=norm,
+            )
+            loss.backward()
+            weight = float(mb["mask"].sum()) / max(1.0, sum(float(b["mask"].sum()) for b in batches))
+            metrics["stats/entropy"] = entropy(logits.detach(), mb["mask"])
+            for key, value in metrics.items():
+                # the losses are already shares of the batch loss; the rest are token means
+                share = key in ("loss/policy", "loss/total")
+                sums[key] = sums.get(key, 0.0) + (value if share else value * weight)
+        sums["stats/grad_norm"] = _step(model, optimizer, scheduler, cfg)
+    epochs = cfg.optim.epochs
+    out = {k: v / epochs for k, v in sums.items()}
+    out["update/sequences"] = float(len(rows))
+    out["update/tokens"] = float(sum(len(r) for r in rows))
+    out["update/micro_batches"] = float(len(batches))
+    out["optim/lr"] = optimizer.param_groups[0]["lr"]
+    return out
+
+
+def _step(model: Any, optimizer: torch.optim.Optimizer, scheduler: Any, cfg: TrainConfig) -> float:
+    clip = cfg.optim.grad_clip if cfg.optim.grad_clip is not None else math.inf
+    norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), clip))
+    if math.isfinite(norm):
+        optimizer.step()
+    # a non-finite gradient skips the step instead of poisoning the weights
+    optimizer.zero_grad(set_to_none=True)
+    if scheduler is not None:
+        scheduler.step()
+    return norm
+
+
+def make_optimizer(model: Any, cfg: TrainConfig, total_steps: int) -> tuple[torch.optim.Optimizer, Any]:
+    """AdamW and a LambdaLR: linear warmup, then constant, cosine or linear decay to 10%."""
+    o = cfg.optim
+    optimizer = torch.optim.AdamW(model.parameters(), lr=o.lr, betas=o.betas, weight_decay=o.weight_decay)
+    total = max(1, total_steps * o.epochs)
+
+    def factor(step: int) -> float:
+        if o.warmup_steps and step < o.warmup_steps:
+            return (step + 1) / o.warmup_steps
+        progress = min(1.0, (step - o.warmup_steps) / max(1, total - o.warmup_steps))
+        if o.schedule == "cosine":
+            return 0.1 + 0.45 * (1 + math.cos(math.pi * progress))
+        if o.schedule == "linear":
+            return 1.0 - 0.9 * progress
+        return 1.0
+
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
