@@ -15,6 +15,7 @@ app = typer.Typer(
         "Instrument an agent (any framework), let its LLM calls become spans in a span store, "
         "turn the spans into episodes, and train on them.\n\n"
         "  tracerl train arithmetic        RL on the bundled tiny model (CPU, minutes)\n\n"
+        "  tracerl eval arithmetic         accuracy and pass@k of an agent on a task\n\n"
         "  tracerl traces list             what your agents recorded\n\n"
         "  tracerl gateway serve           serve a policy with token-level recording"
     ),
@@ -22,6 +23,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command("train")(train_cli.train)
+app.command("eval")(train_cli.evaluate)
 app.add_typer(train_cli.tasks_app, name="tasks")
 app.add_typer(traces.app, name="traces")
 app.add_typer(serve.gateway_app, name="gateway")

@@ -109,3 +109,66 @@ def list_tasks() -> None:
         spec = tasks.get(name)
         table.add_row(name, spec.default_agent, spec.description)
     Console().print(table)
+
+
+def evaluate(
+    task: Annotated[str, typer.Argument(help="task name (tracerl tasks list)")] = "arithmetic",
+    model: Annotated[str | None, typer.Option(help="HF model folder or id served in-process (default: tiny)")] = None,
+    base_url: Annotated[str | None, typer.Option(help="evaluate a running OpenAI-compatible server instead")] = None,
+    session_path: Annotated[bool, typer.Option(
+        help="send the episode id in the URL path (tracerl gateways); --no-session-path for others")] = True,
+    model_name: Annotated[str, typer.Option(help="model name sent in requests")] = "tracerl-tiny",
+    api_key_env: Annotated[str | None, typer.Option(help="environment variable holding the API key")] = None,
+    agent: Annotated[str | None, typer.Option(help="rollout function: module:fn or path/file.py:fn")] = None,
+    n: Annotated[int, typer.Option(min=1, help="samples per task")] = 1,
+    pass_k: Annotated[list[int] | None, typer.Option("--pass-k", min=1, help="report pass@k (repeatable)")] = None,
+    concurrency: Annotated[int, typer.Option(min=1)] = 32,
+    max_examples: Annotated[int, typer.Option(min=1, help="first N tasks of the split")] = 64,
+    split: Annotated[str, typer.Option(help="split to evaluate")] = "test",
+    temperature: Annotated[float | None, typer.Option(min=0, help="default: 0 for n=1, else 1")] = None,
+    max_tokens: Annotated[int, typer.Option(min=1, help="response cap per call")] = 96,
+    seed: Annotated[int, typer.Option(help="sampling seeds derive from it")] = 0,
+    output: Annotated[Path, typer.Option(help="folder for episodes.jsonl, report.json, traces.db")] = Path("runs/eval"),
+) -> None:
+    """Evaluate an agent on TASK: accuracy and pass@k with 95% intervals, termination reasons."""
+    import os
+
+    from tracerl.core.errors import ConfigError
+    from tracerl.core.rollout import RolloutSettings
+
+    if pass_k and max(pass_k) > n:
+        raise ConfigError(f"--pass-k {max(pass_k)} needs at least that many samples: pass --n {max(pass_k)}")
+    key = "tracerl"
+    if api_key_env:
+        key = os.environ.get(api_key_env) or ""
+        if not key:
+            raise ConfigError(f"--api-key-env {api_key_env}: that environment variable is empty or unset")
+    settings = RolloutSettings(
+        gateway_url=base_url or "http://127.0.0.1:0", model=model_name, api_key=key,
+        temperature=temperature if temperature is not None else (0.0 if n == 1 else 1.0),
+        max_tokens=max_tokens, session_path=session_path, timeout_s=300,
+    )
+    from tracerl.trainers.evaluate import run_eval_command
+
+    report = run_eval_command(task, settings, agent=agent, model=model, external=base_url is not None, n=n,
+                              ks=pass_k or [], concurrency=concurrency, max_examples=max_examples, split=split,
+                              seed=seed, output=output)
+    _print_report(task, report, output)
+
+
+def _print_report(task: str, report: Any, output: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("metric", "value", "95% interval", title=f"{task}: {len(report.episodes)} episodes")
+    table.add_row("accuracy", f"{report.accuracy:.1%}", f"± {report.accuracy_ci:.1%}")
+    for k, (value, ci) in sorted(report.pass_at.items()):
+        table.add_row(f"pass@{k}", f"{value:.1%}", f"± {ci:.1%}")
+    table.add_row("reward mean", f"{report.reward_mean:.3f}", "")
+    reasons = Table("termination reason", "episodes")
+    for reason, count in sorted(report.reasons.items(), key=lambda x: -x[1]):
+        reasons.add_row(reason, str(count))
+    console = Console()
+    console.print(table)
+    console.print(reasons)
+    console.print(f"episodes: {output / 'episodes.jsonl'}")

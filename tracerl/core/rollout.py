@@ -63,6 +63,10 @@ class RolloutSettings(BaseModel):
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     max_tokens: int | None = Field(None, ge=1, description="response length cap per call")
     timeout_s: float | None = Field(None, gt=0, description="wall-clock limit per episode")
+    session_path: bool = Field(
+        True, description="put the episode id in the URL path (/sessions/{id}/v1, the tracerl gateway); "
+        "off for other OpenAI-compatible servers, which then get {gateway_url}/v1 and baggage only"
+    )
     seed: int | None = Field(
         None, description="sampling seed offered to the agent (config.sampling['seed']); the trainer "
         "sets one per rollout so that a seeded run can be reproduced"
@@ -120,6 +124,9 @@ class Session:
 
     @property
     def base_url(self) -> str:
+        if not self.settings.session_path:
+            root = self.settings.gateway_url.rstrip("/")
+            return root if root.endswith("/v1") else f"{root}/v1"
         return session_base_url(self.settings.gateway_url, self.episode_id)
 
     @property

@@ -30,7 +30,8 @@ from tracerl.core.types import Episode, Task
 from . import checkpoint
 from .batching import make_batch
 from .config import TrainConfig
-from .metrics import MetricsLogger, accuracy, episode_metrics
+from .evaluate import evaluate
+from .metrics import MetricsLogger, episode_metrics
 from .progress import Progress
 from .rollouts import load_agent, rollout_seed, run_rollouts
 from .update import make_optimizer, policy_update
@@ -211,21 +212,15 @@ def _warn_if_all_failed(episodes: list[Episode], step: int) -> None:
 
 def _evaluate(run: _Run, settings: RolloutSettings, step: int, logger: MetricsLogger | None,
               progress: Progress) -> float:
-    """Held-out accuracy of the current weights (one rollout per test task)."""
+    """Held-out accuracy of the current weights: exactly what ``tracerl eval`` computes."""
     cfg = run.cfg
-    sampling = {"temperature": cfg.eval_temperature}
-    jobs = [
-        (task, f"{run.nonce}-eval{step}-t{i}",
-         settings.model_copy(update={**sampling, "seed": rollout_seed(cfg.seed, -1, i)}))
-        for i, task in enumerate(run.eval_tasks)
-    ]
-    episodes = run_rollouts(run.agent, jobs, tracing=run.tracing, concurrency=cfg.concurrency)
-    metrics = episode_metrics(episodes, prefix="eval")
+    report = evaluate(run.agent, run.eval_tasks, settings.model_copy(update={"temperature": cfg.eval_temperature}),
+                      tracing=run.tracing, seed=cfg.seed, concurrency=cfg.concurrency,
+                      tag=f"{run.nonce}-eval{step}")
     if logger is not None:
-        logger.log(step, metrics)
-    acc = accuracy(episodes)
-    progress.evaluated(step, acc)
-    return acc
+        logger.log(step, episode_metrics(report.episodes, prefix="eval"))
+    progress.evaluated(step, report.accuracy)
+    return report.accuracy
 
 
 def _save(run: _Run, step: int) -> Path:

@@ -165,27 +165,43 @@ def sft_loss(
     return loss, {"loss/sft": float(loss.detach())}
 
 
+# Elements of one fp32 [rows, T, V] temporary: big enough to batch a small vocabulary's rows
+# together, small enough that a 150k-token vocabulary goes one sequence at a time.
+CHUNK_ELEMENTS = 1 << 25
+
+
+def _chunks(logits: Tensor) -> int:
+    per_row = max(1, logits.shape[1] * logits.shape[2])
+    return max(1, CHUNK_ELEMENTS // per_row)
+
+
 def token_logprobs(logits: Tensor, targets: Tensor, temperature: float = 1.0) -> Tensor:
     """log softmax(logits / temperature) at targets. logits [B, T, V], targets [B, T] -> [B, T] fp32.
 
-    gather - logsumexp, one sequence at a time: no [B, T, V] log-softmax output, and the
-    temporary of logsumexp is one sequence's size. Rows are upcast to fp32 because bf16 loses
-    the small log-prob differences that importance ratios are made of.
+    gather - logsumexp over chunks of rows: never a [B, T, V] log-softmax output, and the
+    logsumexp temporary stays under CHUNK_ELEMENTS. Rows are upcast to fp32 because bf16
+    loses the small log-prob differences that importance ratios are made of.
     """
+    if logits.shape[0] == 0:
+        return logits.new_zeros(targets.shape, dtype=torch.float32)
+    step = _chunks(logits)
     out = []
-    for row, tgt in zip(logits, targets):  # row [T, V], tgt [T]
-        row = row.float() / temperature if temperature != 1.0 else row.float()
-        picked = row.gather(-1, tgt[:, None]).squeeze(-1)  # [T]
-        out.append(picked - torch.logsumexp(row, dim=-1))
-    return torch.stack(out) if out else logits.new_zeros(targets.shape, dtype=torch.float32)
+    for start in range(0, logits.shape[0], step):
+        rows = logits[start:start + step].float()  # [b, T, V]
+        if temperature != 1.0:
+            rows = rows / temperature
+        picked = rows.gather(-1, targets[start:start + step, :, None]).squeeze(-1)  # [b, T]
+        out.append(picked - torch.logsumexp(rows, dim=-1))
+    return torch.cat(out)
 
 
 @torch.no_grad()
 def entropy(logits: Tensor, mask: Tensor) -> float:
     """Mean entropy -sum_v p log p per masked token. logits [B, T, V], mask [B, T]."""
     total, count = 0.0, float(mask.sum())
-    for row, m in zip(logits, mask):  # row [T, V], m [T]
-        logp = torch.log_softmax(row.float(), dim=-1)
-        ent = -(logp.exp() * logp).sum(-1)  # [T]
-        total += float((ent * m.float()).sum())
+    step = _chunks(logits)
+    for start in range(0, logits.shape[0], step):
+        logp = torch.log_softmax(logits[start:start + step].float(), dim=-1)  # [b, T, V]
+        ent = -(logp.exp() * logp).sum(-1)  # [b, T]
+        total += float((ent * mask[start:start + step].float()).sum())
     return total / count if count > 0 else 0.0

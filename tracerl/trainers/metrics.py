@@ -44,12 +44,14 @@ def episode_metrics(episodes: Sequence[Episode], prefix: str = "rollout") -> dic
     return out
 
 
+def is_correct(ep: Episode) -> bool:
+    """Correct as the agent said (``is_correct``), else a positive reward."""
+    return bool(ep.is_correct) if ep.is_correct is not None else (ep.reward or 0.0) > 0
+
+
 def accuracy(episodes: Sequence[Episode]) -> float:
-    """Share of episodes marked correct (episodes without ``is_correct`` count by reward > 0)."""
-    if not episodes:
-        return 0.0
-    hits = sum(bool(ep.is_correct) if ep.is_correct is not None else (ep.reward or 0.0) > 0 for ep in episodes)
-    return hits / len(episodes)
+    """Share of correct episodes."""
+    return sum(map(is_correct, episodes)) / len(episodes) if episodes else 0.0
 
 
 class MetricsLogger:

@@ -1,0 +1,70 @@
+"""Evaluation: the unbiased pass@k estimator, the report, and `tracerl eval` agreeing with the trainer."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tracerl.core.types import Episode, Task, TerminationReason
+from tracerl.trainers.evaluate import EvalReport, pass_at_k
+
+
+def test_pass_at_k_hand_values():
+    # n=5, c=2, k=2: 1 - C(3,2)/C(5,2) = 1 - 3/10
+    assert pass_at_k(5, 2, 2) == pytest.approx(0.7)
+    assert pass_at_k(4, 0, 1) == 0.0 and pass_at_k(4, 4, 1) == 1.0
+    assert pass_at_k(4, 1, 4) == 1.0  # any correct sample passes when k = n
+    assert pass_at_k(10, 3, 1) == pytest.approx(0.3)  # pass@1 is the share correct
+    with pytest.raises(ValueError):
+        pass_at_k(3, 1, 4)
+
+
+def test_pass_at_k_equals_the_share_of_k_subsets_with_a_hit():
+    outcomes = [1, 0, 0, 1, 0, 0]
+    for k in range(1, len(outcomes) + 1):
+        subsets = list(itertools.combinations(outcomes, k))
+        exact = sum(any(s) for s in subsets) / len(subsets)
+        assert pass_at_k(len(outcomes), sum(outcomes), k) == pytest.approx(exact)
+
+
+def _ep(task: str, i: int, correct: bool, reason=TerminationReason.SUCCESS) -> Episode:
+    return Episode(id=f"{task}-{i}", task=Task(id=task), reward=float(correct), is_correct=correct,
+                   termination_reason=reason)
+
+
+def test_report_aggregates_per_task():
+    eps = [_ep("a", 0, True), _ep("a", 1, False), _ep("b", 0, False),
+           _ep("b", 1, False, TerminationReason.TIMEOUT)]
+    report = EvalReport.from_episodes(eps, n=2, ks=[1, 2])
+    assert report.accuracy == pytest.approx(0.25)  # mean of 1/2 and 0/2
+    assert report.pass_at[2][0] == pytest.approx(0.5)  # a: 1, b: 0
+    # 95% half-width over the two per-task values 0.5 and 0: 1.96 * stdev / sqrt(2)
+    assert report.accuracy_ci == pytest.approx(1.96 * math.sqrt(0.125) / math.sqrt(2))
+    assert report.reasons == {"success": 3, "timeout": 1}
+
+
+@pytest.mark.slow
+def test_eval_cli_reports_the_trainers_held_out_accuracy(tmp_path):
+    pytest.importorskip("torch")
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "tracerl.cli.main"]
+    subprocess.run([*cmd, "train", "arithmetic", "--steps", "1", "--batch-size", "2", "--group-size", "2",
+                    "--eval-size", "24", "--output", str(run), "--quiet"], check=True, capture_output=True,
+                   timeout=300)
+    after = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()][-1]
+    assert "eval/accuracy" in after
+    out = tmp_path / "eval"
+    proc = subprocess.run([*cmd, "eval", "arithmetic", "--model", str(run / "checkpoints" / "step-000001"),
+                           "--max-examples", "24", "--output", str(out)], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["accuracy"] == pytest.approx(after["eval/accuracy"])
+    assert len((out / "episodes.jsonl").read_text().splitlines()) == 24
+    assert Path(out / "traces.db").is_file()

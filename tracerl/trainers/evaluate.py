@@ -1,0 +1,137 @@
+"""Evaluation: accuracy and pass@k of an agent on a task's held-out split.
+
+The trainer's held-out accuracy and ``tracerl eval`` run this same code on the same tasks
+(test split, seed 0, the first ``max_examples``) with the same per-rollout seeds, so the two
+report the same number for the same weights.
+
+pass@k uses the unbiased estimator of Chen et al. 2021 (https://arxiv.org/abs/2107.03374):
+with n samples of which c are correct, pass@k = 1 - C(n - c, k) / C(n, k), averaged over
+tasks; the interval is mean +- 1.96 standard errors over tasks.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tracerl.core.otel import Tracing
+from tracerl.core.rollout import RolloutFunction, RolloutSettings
+from tracerl.core.types import Episode, Task
+
+from .metrics import is_correct
+from .rollouts import rollout_seed, run_rollouts
+
+EVAL_SEED = -1  # the rollout_seed "step" of evaluations, apart from every training step
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k for one task: n samples, c correct."""
+    if not 0 <= c <= n or k < 1 or k > n:
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+@dataclass
+class EvalReport:
+    """Per-task results and their summary."""
+
+    episodes: list[Episode]
+    n: int
+    accuracy: float = 0.0  # mean over tasks of the share of correct samples (= pass@1)
+    accuracy_ci: float = 0.0  # half-width of the 95% interval
+    pass_at: dict[int, tuple[float, float]] = field(default_factory=dict)  # k -> (value, half-width)
+    reasons: dict[str, int] = field(default_factory=dict)
+    reward_mean: float = 0.0
+
+    @classmethod
+    def from_episodes(cls, episodes: list[Episode], n: int, ks: Sequence[int] = ()) -> EvalReport:
+        by_task: dict[str, list[Episode]] = {}
+        for ep in episodes:
+            by_task.setdefault(ep.task.id if ep.task else ep.id, []).append(ep)
+        report = cls(episodes=episodes, n=n)
+        report.reasons = dict(Counter(ep.termination_reason.value for ep in episodes))
+        report.reward_mean = statistics.fmean([ep.reward or 0.0 for ep in episodes]) if episodes else 0.0
+        correct = [sum(map(is_correct, eps)) for eps in by_task.values()]
+        counts = [len(eps) for eps in by_task.values()]
+        report.accuracy, report.accuracy_ci = _mean_ci([c / m for c, m in zip(correct, counts)])
+        for k in ks:
+            report.pass_at[k] = _mean_ci([pass_at_k(m, c, k) for c, m in zip(correct, counts)])
+        return report
+
+
+def _mean_ci(values: list[float]) -> tuple[float, float]:
+    if not values:
+        return 0.0, 0.0
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, 0.0
+    return mean, 1.96 * statistics.stdev(values) / math.sqrt(len(values))
+
+
+def evaluate(
+    agent: RolloutFunction,
+    tasks: Sequence[Task],
+    settings: RolloutSettings,
+    *,
+    tracing: Tracing,
+    n: int = 1,
+    ks: Sequence[int] = (),
+    seed: int = 0,
+    concurrency: int = 32,
+    tag: str = "eval",
+) -> EvalReport:
+    """Run ``n`` rollouts of every task (seeded by position) and summarise them."""
+    jobs = [
+        (task, f"{tag}-t{i}-n{j}", settings.model_copy(update={"seed": rollout_seed(seed, EVAL_SEED, i, j)}))
+        for i, task in enumerate(tasks) for j in range(n)
+    ]
+    episodes = run_rollouts(agent, jobs, tracing=tracing, concurrency=concurrency)
+    return EvalReport.from_episodes(episodes, n, ks)
+
+
+def run_eval_command(
+    task: str, settings: RolloutSettings, *, agent: str | None, model: str | None, external: bool, n: int,
+    ks: Sequence[int], concurrency: int, max_examples: int, split: str, seed: int, output: Path,
+) -> EvalReport:
+    """``tracerl eval``: serve ``model`` in-process unless ``external``, evaluate, save episodes."""
+    from tracerl import tasks as registry
+    from tracerl.core.otel import setup_tracing
+    from tracerl.core.store import SpanStore
+
+    from .rollouts import load_agent
+
+    spec = registry.get(task)
+    fn = load_agent(agent or spec.default_agent)
+    tasks = spec.tasks(split, max_examples, seed=0)
+    output.mkdir(parents=True, exist_ok=True)
+    store = SpanStore(str(output / "traces.db"))
+    settings = settings.model_copy(update={"store": store.path})
+    tracing = setup_tracing(store)
+    if external:
+        report = evaluate(fn, tasks, settings, tracing=tracing, n=n, ks=ks, seed=seed, concurrency=concurrency)
+    else:
+        from tracerl.engines.torch_engine import TorchEngine
+        from tracerl.gateway.server import GatewayServer
+
+        engine = TorchEngine(model, model_name=settings.model, max_batch_size=64)
+        try:
+            with GatewayServer(engine, store) as gateway:
+                local = settings.model_copy(update={"gateway_url": gateway.url, "session_path": True})
+                report = evaluate(fn, tasks, local, tracing=tracing, n=n, ks=ks, seed=seed, concurrency=concurrency)
+        finally:
+            engine.shutdown()
+    with open(output / "episodes.jsonl", "w") as fh:
+        for ep in report.episodes:
+            fh.write(ep.model_dump_json() + "\n")
+    summary = {"task": task, "n": n, "accuracy": report.accuracy, "accuracy_ci95": report.accuracy_ci,
+               "pass_at_k": {str(k): {"value": v, "ci95": c} for k, (v, c) in report.pass_at.items()},
+               "reward_mean": report.reward_mean, "termination_reasons": report.reasons}
+    (output / "report.json").write_text(json.dumps(summary, indent=2))
+    return report
