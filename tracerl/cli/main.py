@@ -44,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValidationError as exc:  # a bad setting: name the field and the rule, on one line
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first.get("loc", ())) or exc.title
-        print(f"tracerl: error: {where}: {first.get('msg')} (got {first.get('input')!r})", file=sys.stderr)
+        got = f" (got {first.get('input')!r})" if first.get("loc") else ""
+        print(f"tracerl: error: {where}: {first.get('msg')}{got}", file=sys.stderr)
         return 1
     except typer.Abort:
         return 130

@@ -20,6 +20,9 @@ def train(
     lr: Annotated[float | None, typer.Option(help="peak learning rate")] = None,
     steps: Annotated[int | None, typer.Option(help="training steps")] = None,
     model: Annotated[str | None, typer.Option(help="HF model folder or id (default: bundled tiny model)")] = None,
+    from_traces: Annotated[Path | None, typer.Option(
+        "--from-traces", help="fine-tune on exported traces (traces.db or .jsonl) with --algo rft")] = None,
+    min_reward: Annotated[float | None, typer.Option(help="rft: keep trajectories with at least this reward")] = None,
     config: Annotated[Path | None, typer.Option("--config", help="YAML (or JSON) file of settings")] = None,
     output: Annotated[Path | None, typer.Option(help="run folder (checkpoints, metrics, traces)")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="continue from the latest checkpoint")] = False,
@@ -39,7 +42,7 @@ def train(
     from tracerl.trainers.config import ALGO_NAMES, TrainConfig
 
     overrides: dict[str, Any] = {"task": task}
-    flags = {"agent": agent, "model": model, "output": output, "seed": seed, "steps": steps,
+    flags = {"agent": agent, "model": model, "from_traces": from_traces, "output": output, "seed": seed, "steps": steps,
              "batch_size": batch_size, "group_size": group_size, "eval_size": eval_size, "threads": threads}
     overrides.update({k: v for k, v in flags.items() if v is not None})
     if resume:
@@ -54,6 +57,8 @@ def train(
 
             raise ConfigError(f"--algo {algo!r}: choose one of {', '.join(ALGO_NAMES)}")
         overrides["algo"] = {"type": algo}
+    if min_reward is not None:
+        overrides.setdefault("algo", {"type": "rft"})["min_reward"] = min_reward
     for item in set_ or []:
         _set_dotted(overrides, item)
     cfg = TrainConfig.load(config, overrides)

@@ -57,8 +57,16 @@ class ReinforcePP(_Config):
     type: Literal["reinforce_pp"] = "reinforce_pp"
 
 
-Algo = Annotated[GRPO | DrGRPO | RLOO | Reinforce | ReinforcePP, Field(discriminator="type")]
-ALGO_NAMES = ("grpo", "dr_grpo", "rloo", "reinforce", "reinforce_pp")
+class RFT(_Config):
+    """Rejection-sampling fine-tuning: a supervised loss on the trajectories that pass a bar."""
+
+    type: Literal["rft"] = "rft"
+    min_reward: float = Field(1.0, description="keep trajectories whose reward is at least this")
+    best_of_group: bool = Field(True, description="keep only the best passing sample of each group")
+
+
+Algo = Annotated[GRPO | DrGRPO | RLOO | Reinforce | ReinforcePP | RFT, Field(discriminator="type")]
+ALGO_NAMES = ("grpo", "dr_grpo", "rloo", "reinforce", "reinforce_pp", "rft")
 
 
 class LossConfig(_Config):
@@ -97,10 +105,14 @@ class TrainConfig(_Config):
         None, description="rollout function as module:fn or path/file.py:fn (default: the task's agent)"
     )
     model: str | None = Field(None, description="HF model path or hub id (default: the bundled tiny model)")
+    from_traces: Path | None = Field(
+        None, description="train on exported traces (traces.db or spans .jsonl) instead of live rollouts; "
+        "needs algo rft"
+    )
     output: Path = Field(Path("runs/train"), description="run folder: checkpoints, metrics, traces")
     seed: int = Field(0, description="seeds task order, sampling seeds and torch")
     steps: int = Field(40, ge=1, description="training steps (one rollout batch + update each)")
-    batch_size: int = Field(16, ge=1, description="tasks per step")
+    batch_size: int = Field(16, ge=1, description="tasks per step (episodes per step with from_traces)")
     group_size: int = Field(8, ge=1, description="rollouts per task (G)")
     concurrency: int = Field(32, ge=1, description="rollouts in flight at once")
     algo: Algo = Field(default_factory=GRPO, description="advantage estimator (by type)")
@@ -140,11 +152,16 @@ class TrainConfig(_Config):
 
     @model_validator(mode="after")
     def _check(self) -> TrainConfig:
+        if self.from_traces is not None and self.algo.type != "rft":
+            raise ValueError("from_traces trains on recorded episodes, which needs algo type rft "
+                             "(their logprobs belong to an old policy); pass --algo rft")
+        if self.algo.type == "rft" and self.algo_by_agent:
+            raise ValueError("algo rft applies to all agents; remove algo_by_agent")
         if self.loss.agg == "constant" and self.rollout.max_tokens is None:
             raise ValueError("loss.agg=constant (Dr.GRPO) needs rollout.max_tokens as its constant")
         return self
 
-    def estimator_for(self, agent: str) -> GRPO | DrGRPO | RLOO | Reinforce | ReinforcePP:
+    def estimator_for(self, agent: str) -> GRPO | DrGRPO | RLOO | Reinforce | ReinforcePP | RFT:
         return self.algo_by_agent.get(agent, self.algo)
 
     @classmethod

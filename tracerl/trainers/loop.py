@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import logging
 import os
+import random
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -25,16 +26,17 @@ from tracerl.core.errors import ConfigError
 from tracerl.core.otel import Tracing, setup_tracing
 from tracerl.core.rollout import RolloutFunction, RolloutSettings
 from tracerl.core.store import SpanStore
-from tracerl.core.types import Episode, Task
+from tracerl.core.types import Episode, Task, Trajectory
 
 from . import checkpoint
 from .batching import make_batch
-from .config import TrainConfig
+from .config import RFT, TrainConfig
 from .evaluate import evaluate
 from .metrics import MetricsLogger, episode_metrics
 from .progress import Progress
+from .rft import load_traces, make_rft_batch, select, sft_rows
 from .rollouts import load_agent, rollout_seed, run_rollouts
-from .update import make_optimizer, policy_update
+from .update import make_optimizer, policy_update, sft_update
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +67,7 @@ class _Run:
     tracing: Tracing
     train_tasks: list[Task]
     eval_tasks: list[Task]
+    offline: list[Trajectory] = field(default_factory=list)  # from_traces: what passed the bar
     start_step: int = 0
     version: int = 0
     nonce: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
@@ -92,7 +95,8 @@ def train(cfg: TrainConfig, *, agent: RolloutFunction | None = None, tracing: Tr
             if run.start_step == 0 and cfg.eval_size:
                 result.accuracy_before = _evaluate(run, settings, 0, logger, progress)
             for step in range(run.start_step, cfg.steps):
-                metrics = _train_step(run, settings, step, engine)
+                metrics = (_offline_step(run, step) if cfg.from_traces else _train_step(run, settings, step))
+                _push_weights(run, engine)
                 if cfg.eval_size and cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step + 1 < cfg.steps:
                     metrics["eval/accuracy"] = _evaluate(run, settings, step + 1, None, progress)
                 logger.log(step + 1, metrics)
@@ -154,6 +158,16 @@ def _setup(cfg: TrainConfig, agent: RolloutFunction | None, tracing: Tracing | N
         train_tasks=spec.tasks("train", cfg.steps * cfg.batch_size, seed=cfg.seed),
         eval_tasks=spec.tasks("test", cfg.eval_size, seed=0) if cfg.eval_size else [],
     )
+    if cfg.from_traces is not None:
+        assert isinstance(cfg.algo, RFT)
+        episodes = load_traces(Path(cfg.from_traces), tokenizer)
+        chosen = [traj for _, traj in select(episodes, cfg.algo, {r.value for r in cfg.exclude})]
+        if not chosen:
+            raise ConfigError(f"--from-traces {cfg.from_traces}: none of its {len(episodes)} episodes has a "
+                              f"trajectory with reward >= {cfg.algo.min_reward}; lower --set algo.min_reward")
+        random.Random(cfg.seed).shuffle(chosen)
+        run.offline = chosen
+        log.info("from traces: %d of %d episodes pass the bar", len(chosen), len(episodes))
     if found is not None:
         state = checkpoint.load_state(found)
         optimizer.load_state_dict(state["optimizer"])
@@ -176,7 +190,29 @@ def _tiny() -> str:
     return str(tiny_model_path())
 
 
-def _train_step(run: _Run, settings: RolloutSettings, step: int, engine: Any) -> dict[str, float]:
+def _updater(cfg: TrainConfig) -> tuple[Any, Any]:
+    """(make_batch, update) of the algorithm, chosen once."""
+    if isinstance(cfg.algo, RFT):
+        return make_rft_batch, sft_update
+    return make_batch, policy_update
+
+
+def _push_weights(run: _Run, engine: Any) -> None:
+    run.version += 1
+    engine.update_weights(copy.deepcopy(run.model.state_dict()), run.version)
+
+
+def _offline_step(run: _Run, step: int) -> dict[str, float]:
+    """RFT on recorded trajectories: the next ``batch_size`` of them, cycling in a seeded order."""
+    cfg, n = run.cfg, len(run.offline)
+    chosen = [run.offline[(step * cfg.batch_size + i) % n] for i in range(min(cfg.batch_size, n))]
+    t0 = time.perf_counter()
+    update = sft_update(run.model, run.optimizer, run.scheduler, sft_rows(chosen), cfg)
+    return {**update, "time/update_s": time.perf_counter() - t0, "rft/offline_trajectories": float(n),
+            "policy/weight_version": float(run.version + 1)}
+
+
+def _train_step(run: _Run, settings: RolloutSettings, step: int) -> dict[str, float]:
     cfg = run.cfg
     tasks = run.train_tasks[step * cfg.batch_size:(step + 1) * cfg.batch_size]
     jobs = [
@@ -188,18 +224,17 @@ def _train_step(run: _Run, settings: RolloutSettings, step: int, engine: Any) ->
     episodes = run_rollouts(run.agent, jobs, tracing=run.tracing, concurrency=cfg.concurrency)
     t1 = time.perf_counter()
     _warn_if_all_failed(episodes, step)
-    batch = make_batch(episodes, cfg)
-    update = policy_update(run.model, run.optimizer, run.scheduler, batch.rows, cfg,
-                           ref_model=run.ref_model, temperature=cfg.rollout.temperature)
+    build, update_fn = _updater(cfg)
+    batch = build(episodes, cfg)
+    update = update_fn(run.model, run.optimizer, run.scheduler, batch.rows, cfg,
+                       ref_model=run.ref_model, temperature=cfg.rollout.temperature)
     t2 = time.perf_counter()
-    run.version += 1
-    engine.update_weights(copy.deepcopy(run.model.state_dict()), run.version)
     metrics = {**episode_metrics(episodes), **batch.metrics, **update}
     metrics["time/rollout_s"] = t1 - t0
     metrics["time/update_s"] = t2 - t1
     metrics["throughput/rollout_tokens_per_s"] = metrics.get("rollout/response_tokens", 0.0) / max(t1 - t0, 1e-9)
     metrics["throughput/update_tokens_per_s"] = update.get("update/tokens", 0.0) / max(t2 - t1, 1e-9)
-    metrics["policy/weight_version"] = float(run.version)
+    metrics["policy/weight_version"] = float(run.version + 1)
     return metrics
 
 

@@ -15,7 +15,7 @@ import torch
 
 from .batching import Row, micro_batches
 from .config import TrainConfig
-from .losses import entropy, loss_normalizer, policy_loss, token_logprobs
+from .losses import entropy, loss_normalizer, policy_loss, sft_loss, token_logprobs
 
 
 def _pad(rows: Sequence[Row], device: Any) -> dict[str, torch.Tensor]:
@@ -91,6 +91,28 @@ def policy_update(
     out["update/micro_batches"] = float(len(batches))
     out["optim/lr"] = optimizer.param_groups[0]["lr"]
     return out
+
+
+def sft_update(
+    model: Any, optimizer: torch.optim.Optimizer, scheduler: Any, rows: Sequence[Row], cfg: TrainConfig,
+    *, ref_model: Any = None, temperature: float = 1.0,
+) -> dict[str, float]:
+    """One optimizer step of the supervised loss (mean over all masked tokens of the batch)."""
+    if not rows:
+        return {}
+    device = next(model.parameters()).device
+    batches = [_pad(mb, device) for mb in micro_batches(rows, cfg.optim.micro_batch_tokens)]
+    norm = loss_normalizer("token_mean", [mb["mask"] for mb in batches])
+    model.train()
+    total = 0.0
+    for mb in batches:
+        logprobs, _ = _forward_logprobs(model, mb, 1.0)
+        loss, _metrics = sft_loss(logprobs, mb["mask"], normalizer=norm)
+        loss.backward()
+        total += float(loss.detach())
+    return {"loss/sft": total, "stats/grad_norm": _step(model, optimizer, scheduler, cfg),
+            "update/sequences": float(len(rows)), "update/tokens": float(sum(len(r) for r in rows)),
+            "update/micro_batches": float(len(batches)), "optim/lr": optimizer.param_groups[0]["lr"]}
 
 
 def _step(model: Any, optimizer: torch.optim.Optimizer, scheduler: Any, cfg: TrainConfig) -> float:
