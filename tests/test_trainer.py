@@ -157,3 +157,32 @@ def test_dry_run_prints_the_resolved_config(tmp_path):
     cfg = json.loads(proc.stdout)
     assert cfg["task"] == "countdown" and cfg["algo"] == {"type": "reinforce", "baseline": "batch_mean"}
     assert cfg["group_size"] == 3 and cfg["loss"]["agg"] == "seq_mean_token_sum"
+
+
+def test_lora_trains_adapters_only_and_saves_loadable_adapters(tmp_path, private_tracing):
+    peft = pytest.importorskip("peft")
+    from transformers import AutoModelForCausalLM
+
+    from tracerl.models import tiny_model_path
+    from tracerl.trainers import lora
+
+    cfg = small(tmp_path, lora={"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]},
+                optim={"lr": 1e-2})
+    result = train(cfg, agent=load_agent(f"{AGENTS}:parity_agent"), tracing=private_tracing)
+    final = result.final_checkpoint
+    assert (final / "adapter_config.json").is_file() and (final / "adapter_model.safetensors").is_file()
+    assert not (final / "model.safetensors").exists()
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_path())
+    loaded = peft.PeftModel.from_pretrained(base, str(final))
+    merged = lora.merged_state_dict(loaded)
+    reference = loaded.merge_and_unload().state_dict()
+    assert merged.keys() == reference.keys()
+    assert all(torch.allclose(merged[k], reference[k], atol=1e-6) for k in merged)
+    start = weights(tiny_model_path())
+    changed = {k for k in start if not torch.equal(merged[k], start[k])}
+    assert changed and all(("q_proj" in k or "v_proj" in k) for k in changed)
+    # resuming picks the adapters up again
+    more = small(tmp_path, steps=3, resume=True, lora={"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]})
+    again = train(more, agent=load_agent(f"{AGENTS}:parity_agent"), tracing=private_tracing)
+    assert [m["step"] for m in again.history] == [3]
+    assert (again.final_checkpoint / "adapter_config.json").is_file()

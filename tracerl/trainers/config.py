@@ -97,6 +97,15 @@ class OptimConfig(_Config):
     epochs: int = Field(1, ge=1, description="passes over each rollout batch (>1 = PPO-style reuse)")
 
 
+class LoraSettings(_Config):
+    """Train low-rank adapters instead of all weights (needs tracerl[lora], i.e. peft)."""
+
+    r: int = Field(16, ge=1, description="adapter rank")
+    alpha: float = Field(32, gt=0, description="scale numerator: the update is alpha / r * B @ A")
+    dropout: float = Field(0.0, ge=0, lt=1)
+    target_modules: list[str] | str = Field("all-linear", description="module names, or all-linear")
+
+
 class TrainConfig(_Config):
     """Everything one ``tracerl train`` run needs."""
 
@@ -121,6 +130,7 @@ class TrainConfig(_Config):
     )
     loss: LossConfig = Field(default_factory=LossConfig)
     optim: OptimConfig = Field(default_factory=OptimConfig)
+    lora: LoraSettings | None = Field(None, description="train LoRA adapters (None = all weights)")
     rollout: RolloutSettings = Field(
         default_factory=lambda: RolloutSettings(max_tokens=96, timeout_s=120.0),
         description="sampling and timeouts of the agent's calls (gateway_url is set by the trainer)",

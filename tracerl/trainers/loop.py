@@ -28,7 +28,7 @@ from tracerl.core.rollout import RolloutFunction, RolloutSettings
 from tracerl.core.store import SpanStore
 from tracerl.core.types import Episode, Task, Trajectory
 
-from . import checkpoint
+from . import checkpoint, lora
 from .batching import make_batch
 from .config import RFT, TrainConfig
 from .evaluate import evaluate
@@ -58,6 +58,7 @@ class _Run:
 
     cfg: TrainConfig
     agent: RolloutFunction
+    base: str  # the model training started from
     model: Any
     tokenizer: Any
     ref_model: Any
@@ -85,8 +86,8 @@ def train(cfg: TrainConfig, *, agent: RolloutFunction | None = None, tracing: Tr
 
     run = _setup(cfg, agent, tracing)
     progress = Progress(cfg, console, start=run.start_step)
-    engine = TorchEngine(_engine_weights(run), model_name=cfg.rollout.model, device=cfg.device, max_batch_size=64)
-    engine.weight_version = run.version
+    engine = TorchEngine(run.base, model_name=cfg.rollout.model, device=cfg.device, max_batch_size=64)
+    engine.update_weights(lora.merged_state_dict(run.model), run.version)  # resumed or adapted weights
     logger = MetricsLogger(cfg.output, cfg)
     result = TrainResult(cfg.output, None, None)
     try:
@@ -142,7 +143,13 @@ def _setup(cfg: TrainConfig, agent: RolloutFunction | None, tracing: Tracing | N
     if cfg.resume and found is None:
         log.warning("--resume: no checkpoint in %s, starting from step 0", cfg.output)
     device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    model = AutoModelForCausalLM.from_pretrained(str(found or base), dtype=torch.float32).to(device)
+    adapter = found is not None and lora.is_adapter_checkpoint(found)
+    model = AutoModelForCausalLM.from_pretrained(str(base if adapter or found is None else found),
+                                                 dtype=torch.float32).to(device)
+    if adapter:
+        model = lora.load(model, found)
+    elif cfg.lora is not None:
+        model = lora.apply(model, cfg.lora)
     tokenizer = AutoTokenizer.from_pretrained(base)
     ref_model = None
     if cfg.loss.kl_beta > 0:
@@ -153,7 +160,7 @@ def _setup(cfg: TrainConfig, agent: RolloutFunction | None, tracing: Tracing | N
     if tracing is not None:
         tracing = setup_tracing(store, tracer_provider=tracing.provider)
     run = _Run(
-        cfg=cfg, agent=agent, model=model, tokenizer=tokenizer, ref_model=ref_model,
+        cfg=cfg, agent=agent, base=base, model=model, tokenizer=tokenizer, ref_model=ref_model,
         optimizer=optimizer, scheduler=scheduler, store=store, tracing=tracing or setup_tracing(store),
         train_tasks=spec.tasks("train", cfg.steps * cfg.batch_size, seed=cfg.seed),
         eval_tasks=spec.tasks("test", cfg.eval_size, seed=0) if cfg.eval_size else [],
@@ -179,17 +186,6 @@ def _setup(cfg: TrainConfig, agent: RolloutFunction | None, tracing: Tracing | N
     return run
 
 
-def _engine_weights(run: _Run) -> str:
-    found = checkpoint.latest(run.cfg.output / "checkpoints") if run.start_step else None
-    return str(found or run.cfg.model or _tiny())
-
-
-def _tiny() -> str:
-    from tracerl.models import tiny_model_path
-
-    return str(tiny_model_path())
-
-
 def _updater(cfg: TrainConfig) -> tuple[Any, Any]:
     """(make_batch, update) of the algorithm, chosen once."""
     if isinstance(cfg.algo, RFT):
@@ -199,7 +195,7 @@ def _updater(cfg: TrainConfig) -> tuple[Any, Any]:
 
 def _push_weights(run: _Run, engine: Any) -> None:
     run.version += 1
-    engine.update_weights(copy.deepcopy(run.model.state_dict()), run.version)
+    engine.update_weights(copy.deepcopy(lora.merged_state_dict(run.model)), run.version)
 
 
 def _offline_step(run: _Run, step: int) -> dict[str, float]:

@@ -117,7 +117,7 @@ def sft_update(
 
 def _step(model: Any, optimizer: torch.optim.Optimizer, scheduler: Any, cfg: TrainConfig) -> float:
     clip = cfg.optim.grad_clip if cfg.optim.grad_clip is not None else math.inf
-    norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), clip))
+    norm = float(torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], clip))
     if math.isfinite(norm):
         optimizer.step()
     # a non-finite gradient skips the step instead of poisoning the weights
@@ -130,7 +130,8 @@ def _step(model: Any, optimizer: torch.optim.Optimizer, scheduler: Any, cfg: Tra
 def make_optimizer(model: Any, cfg: TrainConfig, total_steps: int) -> tuple[torch.optim.Optimizer, Any]:
     """AdamW and a LambdaLR: linear warmup, then constant, cosine or linear decay to 10%."""
     o = cfg.optim
-    optimizer = torch.optim.AdamW(model.parameters(), lr=o.lr, betas=o.betas, weight_decay=o.weight_decay)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=o.lr, betas=o.betas, weight_decay=o.weight_decay)
     total = max(1, total_steps * o.epochs)
 
     def factor(step: int) -> float:
