@@ -186,3 +186,12 @@ def test_lora_trains_adapters_only_and_saves_loadable_adapters(tmp_path, private
     again = train(more, agent=load_agent(f"{AGENTS}:parity_agent"), tracing=private_tracing)
     assert [m["step"] for m in again.history] == [3]
     assert (again.final_checkpoint / "adapter_config.json").is_file()
+
+
+def test_async_rollouts_stay_within_the_staleness_bound(tmp_path, private_tracing):
+    cfg = small(tmp_path, steps=4, async_staleness=1)
+    result = train(cfg, agent=load_agent(f"{AGENTS}:parity_agent"), tracing=private_tracing)
+    stale = [m["async/staleness_mean"] for m in result.history]
+    assert [m["step"] for m in result.history] == [1, 2, 3, 4]
+    assert all(0 <= s <= 1 for s in stale) and max(stale) > 0  # some data came from the previous weights
+    assert all(m["update/sequences"] > 0 for m in result.history)

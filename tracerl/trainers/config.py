@@ -124,6 +124,9 @@ class TrainConfig(_Config):
     batch_size: int = Field(16, ge=1, description="tasks per step (episodes per step with from_traces)")
     group_size: int = Field(8, ge=1, description="rollouts per task (G)")
     concurrency: int = Field(32, ge=1, description="rollouts in flight at once")
+    async_staleness: int = Field(
+        0, ge=0, le=8, description="0 = sync; k = roll out ahead while updating, data at most k versions old"
+    )
     algo: Algo = Field(default_factory=GRPO, description="advantage estimator (by type)")
     algo_by_agent: dict[str, Algo] = Field(
         default_factory=dict, description="estimator per agent (trajectory) name, overriding algo"

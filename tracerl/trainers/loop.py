@@ -18,6 +18,7 @@ import os
 import random
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from .batching import make_batch
 from .config import RFT, TrainConfig
 from .evaluate import evaluate
 from .metrics import MetricsLogger, episode_metrics
+from .producer import Producer
 from .progress import Progress
 from .rft import load_traces, make_rft_batch, select, sft_rows
 from .rollouts import load_agent, rollout_seed, run_rollouts
@@ -95,9 +97,12 @@ def train(cfg: TrainConfig, *, agent: RolloutFunction | None = None, tracing: Tr
             settings = cfg.rollout.model_copy(update={"gateway_url": gateway.url, "store": run.store.path})
             if run.start_step == 0 and cfg.eval_size:
                 result.accuracy_before = _evaluate(run, settings, 0, logger, progress)
-            for step in range(run.start_step, cfg.steps):
-                metrics = (_offline_step(run, step) if cfg.from_traces else _train_step(run, settings, step))
+            producer = Producer(lambda step: _rollouts(run, settings, step), run.start_step, cfg.steps,
+                                0 if cfg.from_traces else cfg.async_staleness)
+            for step, episodes, rollout_s in _steps(run, producer):
+                metrics = _offline_step(run, step) if cfg.from_traces else _train_step(run, episodes, rollout_s)
                 _push_weights(run, engine)
+                producer.updated(step)
                 if cfg.eval_size and cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step + 1 < cfg.steps:
                     metrics["eval/accuracy"] = _evaluate(run, settings, step + 1, None, progress)
                 logger.log(step + 1, metrics)
@@ -208,7 +213,18 @@ def _offline_step(run: _Run, step: int) -> dict[str, float]:
             "policy/weight_version": float(run.version + 1)}
 
 
-def _train_step(run: _Run, settings: RolloutSettings, step: int) -> dict[str, float]:
+def _steps(run: _Run, producer: Producer) -> Iterator[tuple[int, list[Episode], float]]:
+    if run.cfg.from_traces:  # no rollouts: the data is the recorded traces
+        yield from ((step, [], 0.0) for step in range(run.start_step, run.cfg.steps))
+        return
+    try:
+        yield from producer
+    finally:
+        producer.close()
+
+
+def _rollouts(run: _Run, settings: RolloutSettings, step: int) -> list[Episode]:
+    """The episodes of training step ``step``: ``group_size`` rollouts of each of its tasks."""
     cfg = run.cfg
     tasks = run.train_tasks[step * cfg.batch_size:(step + 1) * cfg.batch_size]
     jobs = [
@@ -216,19 +232,26 @@ def _train_step(run: _Run, settings: RolloutSettings, step: int) -> dict[str, fl
          settings.model_copy(update={"seed": rollout_seed(cfg.seed, step, i, g)}))
         for i, task in enumerate(tasks) for g in range(cfg.group_size)
     ]
-    t0 = time.perf_counter()
     episodes = run_rollouts(run.agent, jobs, tracing=run.tracing, concurrency=cfg.concurrency)
-    t1 = time.perf_counter()
     _warn_if_all_failed(episodes, step)
+    return episodes
+
+
+def _train_step(run: _Run, episodes: list[Episode], rollout_s: float) -> dict[str, float]:
+    cfg = run.cfg
+    t1 = time.perf_counter()
     build, update_fn = _updater(cfg)
     batch = build(episodes, cfg)
     update = update_fn(run.model, run.optimizer, run.scheduler, batch.rows, cfg,
                        ref_model=run.ref_model, temperature=cfg.rollout.temperature)
     t2 = time.perf_counter()
     metrics = {**episode_metrics(episodes), **batch.metrics, **update}
-    metrics["time/rollout_s"] = t1 - t0
+    metrics["time/rollout_s"] = rollout_s
     metrics["time/update_s"] = t2 - t1
-    metrics["throughput/rollout_tokens_per_s"] = metrics.get("rollout/response_tokens", 0.0) / max(t1 - t0, 1e-9)
+    metrics["throughput/rollout_tokens_per_s"] = metrics.get("rollout/response_tokens", 0.0) / max(rollout_s, 1e-9)
+    versions = [s.weight_version for ep in episodes for s in ep.steps if s.weight_version is not None]
+    if versions:
+        metrics["async/staleness_mean"] = run.version - sum(versions) / len(versions)
     metrics["throughput/update_tokens_per_s"] = update.get("update/tokens", 0.0) / max(t2 - t1, 1e-9)
     metrics["policy/weight_version"] = float(run.version + 1)
     return metrics
