@@ -1,0 +1,85 @@
+"""Default agents of the registry's real benchmarks: plain HTTP chat loops, no framework.
+
+Like :mod:`tracerl.tasks.agents` they reach the gateway through ``config.base_url`` alone.
+``chat_agent`` serves any registered task by name (``task.dataset``): it sends
+``spec.messages(task)``, offers ``spec.tools(task)`` and answers tool calls with
+``spec.call_tool`` (hotpotqa's search), and turns ``spec.feedback`` into new user turns.
+``frozenlake_agent`` plays the game: each reply's moves are applied and the new board is the
+next user turn, until the game ends or ``max_turns`` replies.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tracerl.core.rollout import RolloutConfig, rollout
+from tracerl.core.types import Task
+
+from .agents import _body, _client
+
+MAX_TOOL_CALLS = 4
+
+
+def _post(http: Any, config: RolloutConfig, messages: list[dict[str, Any]], tools: list | None, n: int) -> dict:
+    reply = http.post("/chat/completions", json=_body(config, messages, tools, n))
+    reply.raise_for_status()
+    message = reply.json()["choices"][0]["message"]
+    messages.append({k: v for k, v in message.items() if k in ("role", "content", "tool_calls")})
+    return message
+
+
+def _tool_results(spec: Any, task: Task, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for call in calls:
+        try:
+            args = json.loads(call["function"].get("arguments") or "{}")
+            result = spec.call_tool(task, call["function"]["name"], args if isinstance(args, dict) else {})
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            result = f"error: {exc}"
+        out.append({"role": "tool", "tool_call_id": call.get("id"), "content": result})
+    return out
+
+
+@rollout
+def chat_agent(task: Task, config: RolloutConfig) -> dict[str, Any]:
+    """Solve one task of the registry; returns its reward and whether the answer is right."""
+    from . import get
+
+    spec = get(task.dataset or "")
+    messages = spec.messages(task)
+    tools = spec.tools(task)
+    text, turns, calls = None, 0, 0
+    with _client(config) as http:
+        while True:
+            message = _post(http, config, messages, tools, calls)
+            calls += 1
+            if message.get("tool_calls") and calls <= MAX_TOOL_CALLS:
+                messages += _tool_results(spec, task, message["tool_calls"])
+                continue
+            turns += 1
+            text = message.get("content")
+            feedback = spec.feedback(task, text, turns)
+            if feedback is None:
+                break
+            messages.append({"role": "user", "content": feedback})
+    return {"reward": spec.reward(task, text, turns), "is_correct": spec.is_correct(task, text)}
+
+
+@rollout
+def frozenlake_agent(task: Task, config: RolloutConfig) -> dict[str, Any]:
+    """Play one FrozenLake map; the reward replays all replies' moves (see tasks.frozenlake)."""
+    from . import get
+
+    game = get(task.dataset or "frozenlake").source
+    messages = game.messages(task)
+    replies: list[str] = []
+    with _client(config) as http:
+        for turn in range(game.max_turns):
+            replies.append(_post(http, config, messages, None, turn).get("content") or "")
+            observation, done = game.observe(task, "\n".join(replies))
+            if done:
+                break
+            messages.append({"role": "user", "content": observation})
+    transcript = "\n".join(replies)
+    return {"reward": game.reward(task, transcript, len(replies)), "is_correct": game.is_correct(task, transcript)}

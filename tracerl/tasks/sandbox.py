@@ -1,0 +1,202 @@
+"""Run untrusted Python (a model's code plus its tests) in a child process with limits.
+
+    result = run_python(program, Limits(timeout_s=5))
+    result.ok, result.reason          # True, "passed" | False, "timeout after 5.0 s"
+
+What it does, per run:
+
+* a **fresh temporary folder** is the working directory, ``HOME`` and ``TMPDIR``; it is deleted
+  afterwards. The environment is scrubbed to ``PATH``/``HOME``/``TMPDIR``/``LANG``, and Python
+  runs isolated (``-I``: no ``PYTHON*`` variables, no user site, no cwd on ``sys.path``).
+* **never in the caller's process**: a new session (process group) that is killed (SIGKILL)
+  at the wall-clock timeout and again after every run, so its stray children go too.
+* **rlimits** set in the child before the code runs: address space (``RLIMIT_AS``, memory),
+  CPU seconds (``RLIMIT_CPU``), file size (``RLIMIT_FSIZE``, which also caps stdout/stderr:
+  they go to files, so a flood cannot fill the caller's memory), no core files.
+* **no network**: where ``unshare -rn`` works (Linux user namespaces, no root needed) the child
+  runs in a new, empty network namespace: no interface but a down loopback, so nothing, not
+  even a subprocess or raw syscall, reaches any host, the caller's gateway included. In
+  every case the child's Python also refuses to create sockets or processes (``socket``,
+  ``os.fork``/``system``/``exec*``/``spawn*``, ``subprocess``), so an attempt fails with a clear
+  reason even without the namespace.
+* **"passed" needs the program to run to its end**: the child writes a per-run nonce to a
+  file only after the last line ran, so ``exit(0)`` or ``os._exit(0)`` before the tests do
+  not pass.
+
+What it does **not** guarantee: it is not a security boundary against code written to escape
+it. Without the network namespace, the Python-level blocks can be bypassed (``ctypes``, a
+pre-imported module, introspecting the runner's frame for the nonce). There is no filesystem
+isolation: the child can read whatever the caller's user can, and write wherever that user
+may (only file *sizes* are capped). ``RLIMIT_NPROC`` is per user and ignored for root, so
+process counts are not limited beyond the Python-level blocks. A child that starts its own
+session (``setsid``) escapes the group kill. For hostile code use a container or VM
+(gVisor, Firecracker, nsjail) around this.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+_NETWORK_BLOCKED = "network access is disabled in the tracerl sandbox"
+_PROCESS_BLOCKED = "starting processes is disabled in the tracerl sandbox"
+_TAIL = 4000  # characters of stdout/stderr kept in the result
+
+# Runs in the child before the program: limits first, then the Python-level blocks. Kept in
+# a function so the nonce is a local, not a global the program can read from __main__.
+_BOOT = r'''
+import os, resource, socket, subprocess, sys
+
+def _main():
+    memory, cpu, fsize = (int(v) for v in sys.argv[1:4])
+    nonce = sys.stdin.readline().strip()
+    sys.stdin = open(os.devnull)
+    for which, value in ((resource.RLIMIT_AS, memory), (resource.RLIMIT_CPU, cpu),
+                         (resource.RLIMIT_FSIZE, fsize), (resource.RLIMIT_CORE, 0)):
+        hard = value + 1 if which == resource.RLIMIT_CPU else value
+        try:
+            resource.setrlimit(which, (value, hard))
+        except (ValueError, OSError):
+            pass
+
+    def no_network(*args, **kwargs):
+        raise PermissionError(NETWORK_BLOCKED)
+
+    def no_process(*args, **kwargs):
+        raise PermissionError(PROCESS_BLOCKED)
+
+    socket.socket.__init__ = no_network
+    for name in ("create_connection", "socketpair", "fromfd", "getaddrinfo", "gethostbyname",
+                 "create_server"):
+        setattr(socket, name, no_network)
+    for name in ("fork", "forkpty", "system", "popen", "execv", "execve", "execvp", "execvpe",
+                 "execl", "execle", "execlp", "execlpe", "spawnv", "spawnve", "spawnl", "spawnle",
+                 "posix_spawn", "posix_spawnp"):
+        if hasattr(os, name):
+            setattr(os, name, no_process)
+    subprocess.Popen.__init__ = no_process
+    with open("main.py", encoding="utf-8") as f:
+        code = compile(f.read(), "main.py", "exec")
+    exec(code, {"__name__": "__main__", "__file__": "main.py", "__builtins__": __builtins__})
+    sys.stdout.flush()
+    with open(".done", "w") as f:
+        f.write(nonce)
+
+_main()
+'''
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one sandboxed run may use."""
+
+    timeout_s: float = 10.0
+    memory_mb: int = 1024
+    output_bytes: int = 1_000_000  # also the largest file the program may write
+    netns: bool | None = None  # None: use a network namespace where unshare allows it
+
+
+@dataclass(frozen=True)
+class SandboxResult:
+    """How a run ended. ``reason`` is "passed" or one line saying why not."""
+
+    ok: bool
+    reason: str
+    returncode: int | None
+    stdout: str
+    stderr: str
+    seconds: float
+    isolation: str  # "netns" (network namespace) or "python" (Python-level blocks only)
+
+
+@functools.cache
+def netns_available() -> bool:
+    """Whether ``unshare -rn`` can start a process here (probed once)."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return False
+    try:
+        done = subprocess.run([unshare, "-rn", "true"], capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _read(path: Path) -> str:
+    with open(path, "rb") as f:
+        f.seek(max(0, path.stat().st_size - _TAIL * 4))
+        data = f.read()
+    return data.decode("utf-8", "replace")[-_TAIL:]
+
+
+def _reason(returncode: int, stdout_path: Path, stderr: str, limits: Limits, done: bool) -> tuple[bool, str]:
+    oversize = max(stdout_path.stat().st_size, stdout_path.with_name("stderr").stat().st_size)
+    if returncode == -signal.SIGXFSZ or oversize >= limits.output_bytes:
+        return False, f"output limit exceeded ({limits.output_bytes} bytes)"
+    if returncode in (-signal.SIGXCPU, -signal.SIGKILL):
+        return False, f"killed by signal {-returncode} (CPU or memory limit)"
+    if "MemoryError" in stderr:
+        return False, f"memory limit exceeded ({limits.memory_mb} MB)"
+    if _NETWORK_BLOCKED in stderr:
+        return False, "network access blocked"
+    if _PROCESS_BLOCKED in stderr:
+        return False, "starting a process blocked"
+    if returncode != 0:
+        last = [line for line in stderr.splitlines() if line.strip()]
+        return False, f"error: {last[-1][:200] if last else f'exit status {returncode}'}"
+    if not done:
+        return False, "exited before the end of the program (the tests did not all run)"
+    return True, "passed"
+
+
+def run_python(source: str, limits: Limits | None = None) -> SandboxResult:
+    """Run ``source`` as ``__main__`` in a sandboxed child (see the module docstring)."""
+    limits = limits or Limits()
+    use_netns = netns_available() if limits.netns is None else limits.netns
+    nonce = secrets.token_hex(16)
+    with tempfile.TemporaryDirectory(prefix="tracerl-sandbox-") as tmp:
+        folder = Path(tmp)
+        (folder / "main.py").write_text(source, encoding="utf-8")
+        boot = _BOOT.replace("NETWORK_BLOCKED", repr(_NETWORK_BLOCKED)).replace("PROCESS_BLOCKED", repr(_PROCESS_BLOCKED))
+        (folder / "boot.py").write_text(boot, encoding="utf-8")
+        cpu = int(limits.timeout_s) + 1
+        argv = [sys.executable, "-I", "-B", "boot.py", str(limits.memory_mb * 2**20), str(cpu), str(limits.output_bytes)]
+        if use_netns:
+            argv = [shutil.which("unshare") or "unshare", "-rn", *argv]
+        env = {"PATH": os.defpath, "HOME": tmp, "TMPDIR": tmp, "LANG": "C.UTF-8"}
+        start = time.monotonic()
+        with open(folder / "stdout", "wb") as out, open(folder / "stderr", "wb") as err:
+            proc = subprocess.Popen(argv, cwd=tmp, env=env, stdin=subprocess.PIPE, stdout=out, stderr=err,
+                                    start_new_session=True)
+            timed_out = False
+            try:
+                proc.communicate(input=(nonce + "\n").encode(), timeout=limits.timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            finally:
+                _kill_group(proc.pid)
+                proc.wait()
+        seconds = time.monotonic() - start
+        stdout, stderr = _read(folder / "stdout"), _read(folder / "stderr")
+        done = (folder / ".done").is_file() and (folder / ".done").read_text() == nonce
+        if timed_out:
+            ok, reason = False, f"timeout after {limits.timeout_s:.1f} s"
+        else:
+            ok, reason = _reason(proc.returncode, folder / "stdout", stderr, limits, done)
+    return SandboxResult(ok, reason, None if timed_out else proc.returncode, stdout, stderr, seconds,
+                         "netns" if use_netns else "python")
