@@ -14,8 +14,9 @@ from spanfactory import (
     span,
 )
 
+from tracerl.core import semconv as sc
 from tracerl.core.convert import episode_from_spans, split_sessions
-from tracerl.core.types import Episode, TerminationReason, group_trajectories
+from tracerl.core.types import Episode, Message, TerminationReason, ToolCall, group_trajectories
 from tracerl.testing import IM_END
 
 MIN = 60 * 10**9
@@ -218,3 +219,157 @@ def test_split_sessions_and_groups():
         ep.task = None
     grouped = group_trajectories(episodes)
     assert [(g.task_id, g.name, len(g.trajectories)) for g in grouped] == [("a", "main", 1), ("b", "main", 1)]
+
+
+# --- the optimised reading path against a straightforward reference ------------------------
+
+
+def _random_message(rng: random.Random, role: str, n: int) -> Message:
+    words = " ".join(rng.choices(["alpha", "beta", "é", "\"q\"", "\\n", "7", "{", "]"], k=rng.randint(1, 6)))
+    if role == "assistant" and rng.random() < 0.6:
+        calls = [ToolCall(id=f"call_{n}_{k}", name=rng.choice(["calc", "search"]),
+                          arguments=rng.choice([json.dumps({"q": words, "k": k}, separators=(",", ":")),
+                                                "not json", "[1,2]"]))
+                 for k in range(rng.randint(1, 2))]
+        return Message(role=role, content=rng.choice([None, words]), tool_calls=calls,
+                       reasoning=rng.choice([None, "think " + words]))
+    if role == "tool":
+        return Message(role=role, content=rng.choice([words, '{"result": 5}']), tool_call_id=f"call_{n}_0")
+    return Message(role=role, content=words, name=rng.choice([None, None, "ann"]))
+
+
+def _as_json(rng: random.Random, messages: list[Message], style: str) -> str:
+    """The same messages as different writers put them in ``gen_ai.input.messages``."""
+    if style == "gateway":
+        return sc.genai_message_json(messages)
+    if style == "openai":
+        docs = [{"role": m.role, "content": m.content, **({"name": m.name} if m.name else {}),
+                 **({"tool_call_id": m.tool_call_id} if m.tool_call_id else {}),
+                 **({"tool_calls": [{"id": c.id, "type": "function",
+                                     "function": {"name": c.name, "arguments": c.arguments}}
+                                    for c in m.tool_calls]} if m.tool_calls else {})}
+                for m in messages if not m.reasoning]
+        return json.dumps(docs)
+    docs = json.loads(sc.genai_message_json(messages))
+    return json.dumps(docs, indent=rng.choice([None, 1])) if style == "spaced" else json.dumps(docs, indent="\t")
+
+
+def _varied_session(rng: random.Random, session: str, trace: str) -> list:
+    """A gateway conversation with tool calls, history edits, odd JSON and token oddities."""
+    style = rng.choice(["gateway", "gateway", "spaced", "tabs", "openai"])
+    history = [Message(role="system", content="be exact"), _random_message(rng, "user", 0)]
+    prompt = [rng.randrange(1000) for _ in range(rng.randint(3, 9))]
+    spans = []
+    for seq in range(rng.randint(1, 7)):
+        if style == "openai":  # OpenAI-shaped messages carry no reasoning
+            history = [m.model_copy(update={"reasoning": None}) for m in history]
+        out = _random_message(rng, "assistant", seq)
+        if style == "openai":
+            out = out.model_copy(update={"reasoning": None})
+        response = [rng.randrange(1000) for _ in range(rng.randint(1, 5))]
+        raw_out = json.loads(sc.genai_message_json([out]))
+        if rng.random() < 0.3:
+            raw_out[0]["finish_reason"] = "stop"
+        attrs = {
+            sc.SPAN_TYPE: "llm", sc.SOURCE: "gateway", sc.SESSION_ID: session, sc.SEQUENCE: seq,
+            "gen_ai.operation.name": "chat", "gen_ai.response.model": "tiny",
+            "gen_ai.input.messages": _as_json(rng, history, style),
+            "gen_ai.output.messages": json.dumps(raw_out, separators=(",", ":")),
+            "gen_ai.tool.definitions": json.dumps([{"type": "function", "name": "calc"}]),
+        }
+        if rng.random() < 0.9:  # else: a call the gateway saw without token ids
+            attrs[sc.PROMPT_IDS], attrs[sc.RESPONSE_IDS] = list(prompt), response
+            if rng.random() < 0.8:  # else no logprobs, or one too few
+                attrs[sc.RESPONSE_LOGPROBS] = [-0.25 * (i + 1) for i in range(len(response) - (rng.random() < 0.2))]
+        if rng.random() < 0.1:  # a valid history followed by junk: not JSON, so no messages
+            attrs["gen_ai.input.messages"] += " ]"
+        spans.append(span(f"chat #{seq}", 1000 * seq, 1000 * seq + 10, attrs, trace=trace))
+        if rng.random() < 0.2:  # the agent resends its answer edited: the output must not be reused
+            out = out.model_copy(update={"content": (out.content or "") + " (edited)"})
+        if rng.random() < 0.8:  # else a retry: the same history again
+            history = history + [out] + [_random_message(rng, "tool" if out.tool_calls else "user", seq)]
+        if rng.random() < 0.15:  # the agent rewrote its history: no common prefix with the last call
+            history = [history[0], Message(role="user", content="summary"), *history[-1:]]
+        glue = [rng.randrange(1000) for _ in range(rng.randint(0, 3))]
+        prompt = prompt + response + glue if rng.random() < 0.85 else [rng.randrange(1000) for _ in range(4)]
+    return spans
+
+
+def _reference_sequences(steps: list) -> tuple[list[tuple], int]:
+    """Token-in/token-out the plain way: (ids, mask, logprobs, step indices, spans) per sequence."""
+    out, breaks, cur = [], 0, None
+    for i, st in enumerate(steps):
+        if st.prompt_ids is None or st.response_ids is None:
+            cur = None
+            continue
+        lp = st.response_logprobs
+        lp = lp if lp is not None and len(lp) == len(st.response_ids) else None
+        if cur is not None and st.prompt_ids[:len(cur[0])] == cur[0]:
+            extra = st.prompt_ids[len(cur[0]):]
+        else:
+            breaks += cur is not None
+            cur = ([], [], [], [], [])
+            out.append(cur)
+            extra = st.prompt_ids
+        ids, mask, lps, idx, spans = cur
+        ids += extra
+        mask += [0] * len(extra)
+        start = len(ids)
+        ids += st.response_ids
+        mask += [1] * len(st.response_ids)
+        lps += [0.0] * len(extra) + (lp if lp is not None else [None])  # None: no logprobs for this sequence
+        idx.append(i)
+        spans.append((start, len(ids)))
+    return [(ids, mask, None if None in lps else lps, idx, spans) for ids, mask, lps, idx, spans in out], breaks
+
+
+def test_optimised_reading_equals_a_straightforward_reference_on_varied_spans():
+    rng = random.Random(7)
+    for n in range(60):
+        trace = format(n + 1, "032x")
+        spans = _varied_session(rng, f"s{n}", trace)
+        shuffled = spans + rng.sample(spans, k=min(2, len(spans)))  # duplicates, any arrival order
+        rng.shuffle(shuffled)
+        ep = episode_from_spans(shuffled)
+        by_id = {s.span_id: s for s in spans}
+        (traj,) = ep.trajectories
+        assert [st.sequence for st in traj.steps] == list(range(len(spans)))
+        for st in traj.steps:
+            # Reference: the span read on its own, without the episode's message cache, and
+            # every message validated by pydantic from its own JSON.
+            ref = sc.read_llm_call(by_id[st.id])
+            assert st.input_messages == ref.input_messages and st.output_message == ref.output_message
+            assert st.tools == ref.tools and st.finish_reason == ref.finish_reason
+            for m in [*st.input_messages, st.output_message]:
+                assert Message.model_validate_json(m.model_dump_json()) == m
+        seqs, breaks = _reference_sequences(traj.steps)
+        assert traj.prefix_breaks == breaks
+        assert [(s.token_ids, s.mask, s.logprobs, s.step_indices, s.response_spans) for s in traj.sequences] == seqs
+        # Shared message objects survive the JSON round trip, and validation re-creates the same.
+        again = Episode.model_validate_json(ep.model_dump_json())
+        assert again == ep and again.model_dump_json() == ep.model_dump_json()
+        assert Episode.model_validate(ep.model_dump()).model_dump_json() == ep.model_dump_json()
+
+
+def test_ground_truth_messages_come_back_and_each_is_read_once():
+    rng = random.Random(3)
+    history = [Message(role="system", content="sys"), Message(role="user", content="q", name="ann")]
+    spans = []
+    outs = []
+    for seq in range(5):
+        out = _random_message(rng, "assistant", seq)
+        attrs = {sc.SPAN_TYPE: "llm", sc.SOURCE: "gateway", sc.SEQUENCE: seq, "gen_ai.operation.name": "chat",
+                 "gen_ai.input.messages": sc.genai_message_json(history),
+                 "gen_ai.output.messages": sc.genai_message_json([out]),
+                 sc.PROMPT_IDS: [1, 2, seq], sc.RESPONSE_IDS: [3]}
+        spans.append(span(f"chat #{seq}", seq * 10, seq * 10 + 5, attrs))
+        outs.append(out)
+        history = [*history, out, _random_message(rng, "tool" if out.tool_calls else "user", seq)]
+    ep = episode_from_spans(spans)
+    steps = ep.steps
+    for k, st in enumerate(steps):
+        assert st.output_message == outs[k]
+        assert st.input_messages == history[: 2 + 2 * k]
+        if k:  # the history is parsed once: earlier messages, and the last answer, are shared
+            assert all(a is b for a, b in zip(st.input_messages, steps[k - 1].input_messages))
+            assert st.input_messages[-2] is steps[k - 1].output_message

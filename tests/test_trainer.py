@@ -23,7 +23,7 @@ from tracerl.trainers.config import TrainConfig  # noqa: E402
 from tracerl.trainers.loop import train  # noqa: E402
 from tracerl.trainers.rollouts import load_agent  # noqa: E402
 
-AGENTS = Path(__file__).parent / "agents" / "trainer_agents.py"
+AGENTS = Path(__file__).parent / "rollout_agents.py"
 ROOT = Path(__file__).parent.parent
 
 

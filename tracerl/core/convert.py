@@ -158,6 +158,8 @@ def _join(
     tree: _Tree, gateway: list[sc.LLMCall], framework: dict[_Key, sc.LLMCall], metrics: Counter[str]
 ) -> list[tuple[sc.LLMCall | None, sc.LLMCall | None]]:
     """Pair gateway calls with framework calls: parent/child, then response id, then order."""
+    if not framework:  # gateway spans only (no framework instrumentation): nothing to join
+        return [(g, None) for g in gateway]
     pairs: dict[int, sc.LLMCall] = {}  # id(gateway call) -> framework call
     used: set[_Key] = set()
     for g in gateway:
@@ -327,13 +329,9 @@ def episode_from_spans(
     framework: list[sc.LLMCall] = []
     rewards: list[SpanRecord] = []
     episode_spans: list[SpanRecord] = []
-    sessions: Counter[str] = Counter()
     llm_spans: list[SpanRecord] = []
     for s in tree.spans:
         a = s.attributes
-        sid = s.session_id
-        if sid:
-            sessions[sid] += 1
         if sc.is_llm_span(a):
             llm_spans.append(s)
         elif sc.is_reward_span(a):
@@ -385,10 +383,12 @@ def episode_from_spans(
         else:
             reason = TerminationReason.SUCCESS
     if episode_id is None:
+        sessions = Counter(sid for sid in (s.session_id for s in tree.spans) if sid)
         episode_id = sessions.most_common(1)[0][0] if sessions else (
             TRACE_SESSION_PREFIX + records[0].trace_id if records else "empty"
         )
-    return Episode.model_construct(
+    return construct(
+        Episode,
         id=episode_id,
         task=task if task is not None else info.get("task"),
         trajectories=trajectories,

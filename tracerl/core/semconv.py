@@ -18,18 +18,22 @@ Dialects in, one dialect out (ARCHITECTURE.md). We read:
 Each field is read from whichever form the span has; the ``tracerl.*`` token attributes
 can ride on a span of any dialect. Out come OpenAI-shaped messages, tool definitions
 (``{"type": "function", "function": {...}}``) and finish reasons (``tool_calls``).
+GenAI JSON messages themselves are read (and written) by :mod:`.messages`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _json
+# genai_message_json is re-exported: the gateway, the adapters and the rollout API write with it.
+from .messages import MessageCache, genai_messages, openai_content, openai_tool_call
+from .messages import genai_message as _genai_message
+from .messages import genai_message_json as genai_message_json
+from .messages import loads as _loads
+from .messages import text as _text
 from .spans import SpanRecord
-from .types import Message, ToolCall, construct
+from .types import Message, ToolCall
 
 # --- our attributes ---------------------------------------------------------------------
 
@@ -130,54 +134,15 @@ class LLMCall:
         return self.response_ids is not None or self.span.attributes.get(SOURCE) == "gateway"
 
 
-class MessageCache:
-    """Parsed ``gen_ai.input.messages`` of earlier calls of one episode.
-
-    Call k+1 of a conversation repeats call k's history, so its JSON text usually starts with
-    call k's; only the new tail is parsed and the earlier Message objects are reused (shared
-    between steps). This turns reading an episode from quadratic into linear in its length.
-    """
-
-    def __init__(self, size: int = 16):
-        self.entries: list[tuple[str, list[Message]]] = []
-        self.size = size
-        self._tools: dict[str, list[dict[str, Any]]] = {}
-
-    def tools(self, raw: str) -> list[dict[str, Any]]:
-        """Tool definitions, parsed once per distinct JSON text (every call repeats them)."""
-        found = self._tools.get(raw)
-        if found is None:
-            found = self._tools[raw] = _tool_definitions(_loads(raw))
-        return found
-
-    def parse(self, raw: str) -> list[Message] | None:
-        for prefix, messages in self.entries:
-            if raw.startswith(prefix):
-                rest = raw[len(prefix):].lstrip()
-                if rest.startswith("]"):
-                    return list(messages)
-                if rest.startswith(","):
-                    tail = _loads("[" + rest[1:])
-                    if isinstance(tail, list):
-                        return self._add(raw, messages + _genai_messages(tail))
-        parsed = _loads(raw)
-        return self._add(raw, _genai_messages(parsed)) if isinstance(parsed, list) else None
-
-    def _add(self, raw: str, messages: list[Message]) -> list[Message]:
-        prefix = raw.rstrip()[:-1].rstrip()  # without the closing bracket
-        if messages and len(prefix) > 1:
-            self.entries.insert(0, (prefix, messages))
-            del self.entries[self.size:]
-        return list(messages)
-
-
 def read_llm_call(span: SpanRecord, cache: MessageCache | None = None) -> LLMCall:
     """Read an LLM-call span (check :func:`is_llm_span` first). Never raises on bad values."""
     a = span.attributes
     call = LLMCall(span=span)
     _read_tracerl(a, call)
-    with contextlib.suppress(ValueError, TypeError, AttributeError):  # malformed: keep what was read
+    try:  # noqa: SIM105 - contextlib.suppress costs a context manager per span on the hot path
         _read_messages(a, call, cache)
+    except (ValueError, TypeError, AttributeError):  # malformed: keep what was read
+        pass
     if a.get(SPAN_TYPE) == "llm":
         call.dialect = "tracerl"
     _read_genai_common(a, call, cache)
@@ -236,25 +201,18 @@ def _opt_int(value: Any) -> int | None:
         return None
 
 
-def _loads(text: Any) -> Any:
-    if not isinstance(text, str):
-        return text
-    try:
-        return _json.loads(text)
-    except (ValueError, RecursionError):  # RecursionError: JSON nested past the parser's depth
-        return None
-
-
 def _read_tracerl(a: dict[str, Any], call: LLMCall) -> None:
-    call.prompt_ids = _int_list(a.get(PROMPT_IDS))
-    call.response_ids = _int_list(a.get(RESPONSE_IDS))
-    call.response_logprobs = _float_list(a.get(RESPONSE_LOGPROBS))
-    call.sequence = _opt_int(a.get(SEQUENCE))
-    call.weight_version = _opt_int(a.get(WEIGHT_VERSION))
-    latency = a.get(LATENCY_S)
+    get = a.get
+    call.prompt_ids = _int_list(get(PROMPT_IDS))
+    call.response_ids = _int_list(get(RESPONSE_IDS))
+    call.response_logprobs = _float_list(get(RESPONSE_LOGPROBS))
+    seq, version = get(SEQUENCE), get(WEIGHT_VERSION)
+    call.sequence = seq if type(seq) is int else _opt_int(seq)
+    call.weight_version = version if type(version) is int else _opt_int(version)
+    latency = get(LATENCY_S)
     call.latency_s = float(latency) if isinstance(latency, (int, float)) else None
-    call.agent = a.get(AGENT_NAME) or None
-    call.node = a.get(NODE_NAME) or None
+    call.agent = get(AGENT_NAME) or None
+    call.node = get(NODE_NAME) or None
 
 
 def _read_genai_common(a: dict[str, Any], call: LLMCall, cache: MessageCache | None = None) -> None:
@@ -274,7 +232,7 @@ def _read_genai_common(a: dict[str, Any], call: LLMCall, cache: MessageCache | N
     if not call.tools:
         raw = a.get("gen_ai.tool.definitions")
         if cache is not None and isinstance(raw, str):
-            call.tools = cache.tools(raw)
+            call.tools = cache.tools(raw, _tool_definitions)
             return
         tools = _loads(raw)
         if not isinstance(tools, list):  # LiteLLM's otel callback, older OpenLLMetry
@@ -306,124 +264,25 @@ def tool_definition(t: Any) -> dict[str, Any] | None:
     return {"type": t.get("type") or "function", "function": fn}
 
 
-def _text(value: Any) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    return _json.dumps(value)
-
-
-def _genai_message(m: Any) -> Message | None:
-    """One GenAI JSON message: typed ``parts``, or OpenAI shape, or both.
-
-    LiteLLM's otel callback writes ``parts`` *and* OpenAI ``tool_calls`` / ``tool_call_id``
-    on the same message, so both are read.
-    """
-    if type(m) is not dict:
-        return None
-    parts = m.get("parts")
-    if type(parts) is list and len(parts) == 1 and "tool_calls" not in m:
-        p = parts[0]  # the common case, one text part: no general parsing
-        if type(p) is dict and p.get("type") == "text" and type(p.get("content")) is str:
-            role = m.get("role")
-            return construct(Message, role=role if type(role) is str and role else "user", content=p["content"],
-                             name=_opt_str(m.get("name")), tool_calls=[],
-                             tool_call_id=_opt_str(m.get("tool_call_id")), reasoning=None)
-    if isinstance(parts, list):
-        content, reasoning, tool_calls, tool_call_id = _genai_parts(parts)
-    else:
-        content, reasoning, tool_calls, tool_call_id = _openai_content(m.get("content")), None, [], None
-    if not tool_calls:
-        tool_calls = [c for c in map(_openai_tool_call, m.get("tool_calls") or ()) if c is not None]
-    if tool_calls and content == "":
-        content = None  # an empty text part next to tool calls means "no text"
-    # Every field is a str/None/list[ToolCall] by construction, so skip re-validation: this
-    # is the converter's hottest path.
-    return construct(
-        Message,
-        role=str(m.get("role") or "user"),
-        content=content,
-        name=_opt_str(m.get("name")),
-        tool_calls=tool_calls,
-        tool_call_id=_opt_str(m.get("tool_call_id")) or _opt_str(tool_call_id),
-        reasoning=reasoning,
-    )
-
-
-def _opt_str(value: Any) -> str | None:
-    return None if value is None else value if isinstance(value, str) else str(value)
-
-
-def _openai_content(content: Any) -> str | None:
-    """OpenAI message content: a string or a list of ``{"type": "text", "text"}`` parts."""
-    if isinstance(content, list):
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict)) or None
-    return _text(content)
-
-
-def _genai_parts(parts: list[Any]) -> tuple[str | None, str | None, list[ToolCall], str | None]:
-    """``(text, reasoning, tool calls, tool_call_id)`` of a GenAI ``parts`` list."""
-    texts: list[str] = []
-    reasoning: list[str] = []
-    tool_calls: list[ToolCall] = []
-    tool_call_id = None
-    for p in parts:
-        if not isinstance(p, dict):
-            continue
-        kind = p.get("type")
-        if kind == "text":  # "content" per semconv; OpenAI parts passed through use "text"
-            texts.append(str(p.get("content", p.get("text", ""))))
-        elif kind == "reasoning":
-            reasoning.append(str(p.get("content", "")))
-        elif kind == "tool_call":
-            tool_calls.append(_tool_call(p.get("id"), p.get("name"), p.get("arguments")))
-        elif kind == "tool_call_response":
-            tool_call_id = p.get("id")
-            texts.append(_text(p.get("response", p.get("result"))) or "")
-    return (
-        "".join(texts) if texts else None,
-        "".join(reasoning) if reasoning else None,
-        tool_calls,
-        tool_call_id,
-    )
-
-
-def _tool_call(call_id: Any, name: Any, arguments: Any) -> ToolCall:
-    """A ToolCall from loosely typed values (coerced here, so no validation is needed)."""
-    return construct(ToolCall, id=_opt_str(call_id), name=_opt_str(name) or "",
-                     arguments=_text(arguments) or "{}")
-
-
-def _openai_tool_call(tc: Any) -> ToolCall | None:
-    if not isinstance(tc, dict):
-        return None
-    fn = tc.get("function") if isinstance(tc.get("function"), dict) else tc
-    return _tool_call(tc.get("id"), fn.get("name"), fn.get("arguments"))
-
-
-def _genai_messages(raw: list[Any]) -> list[Message]:
-    return [m for m in map(_genai_message, raw) if m is not None]
-
-
 def _read_genai_json(a: dict[str, Any], call: LLMCall, cache: MessageCache | None = None) -> None:
     messages: list[Message] = []
     system = a.get("gen_ai.system_instructions")
-    parts = _loads(system)
-    if isinstance(parts, dict):
-        parts = [parts]
-    if isinstance(parts, list) and parts:
-        text = "".join(str(p.get("content", p.get("text", ""))) for p in parts if isinstance(p, dict))
-        messages.append(Message(role="system", content=text))
-    elif isinstance(system, str) and system and parts is None:  # plain text, not JSON
-        messages.append(Message(role="system", content=system))
+    if system is not None:
+        _read_system_instructions(system, messages)
     raw_in = a.get("gen_ai.input.messages")
     if isinstance(raw_in, str) and cache is not None:
-        messages.extend(cache.parse(raw_in) or ())
+        history = cache.parse(raw_in) or []
+        if messages:
+            messages.extend(history)
+        else:
+            messages = history  # a fresh list already
     else:
         raw_in = _loads(raw_in)
         if isinstance(raw_in, list):
-            messages.extend(_genai_messages(raw_in))
+            messages.extend(genai_messages(raw_in))
     call.input_messages = messages
-    raw_out = _loads(a.get("gen_ai.output.messages"))
+    text_out = a.get("gen_ai.output.messages")
+    raw_out = _loads(text_out)
     if isinstance(raw_out, list) and raw_out:
         first = raw_out[0]
         call.output_message = _genai_message(first)
@@ -434,6 +293,19 @@ def _read_genai_json(a: dict[str, Any], call: LLMCall, cache: MessageCache | Non
         # LiteLLM's otel callback leaves the output parts empty and writes the calls the
         # legacy way, one ``gen_ai.completion.{i}.function_call`` per call.
         out.tool_calls = _legacy_completion_tool_calls(a)
+    elif out is not None and cache is not None and len(raw_out) == 1 and isinstance(text_out, str):
+        cache.output(text_out, out)  # the next call's history repeats it: read it once
+
+
+def _read_system_instructions(system: Any, messages: list[Message]) -> None:
+    parts = _loads(system)
+    if isinstance(parts, dict):
+        parts = [parts]
+    if isinstance(parts, list) and parts:
+        text = "".join(str(p.get("content", p.get("text", ""))) for p in parts if isinstance(p, dict))
+        messages.append(Message(role="system", content=text))
+    elif isinstance(system, str) and system and parts is None:  # plain text, not JSON
+        messages.append(Message(role="system", content=system))
 
 
 def _legacy_completion_tool_calls(a: dict[str, Any]) -> list[ToolCall]:
@@ -451,7 +323,7 @@ def _flat_tool_calls(node: dict[str, Any]) -> list[ToolCall]:
     raw = [tc for tc in _indexed(node.get("tool_calls")) if isinstance(tc, dict)]
     if isinstance(node.get("function_call"), dict):
         raw.append(node["function_call"])
-    return [c for c in map(_openai_tool_call, raw) if c is not None]
+    return [c for c in map(openai_tool_call, raw) if c is not None]
 
 
 def unflatten(a: dict[str, Any], prefix: str) -> dict[str, Any]:
@@ -590,7 +462,7 @@ def _flat_message(node: Any) -> Message | None:
     content = node.get("content")
     if isinstance(content, str) and content.startswith("[{"):  # multi-part content as JSON
         parts = _loads(content)
-        content = _openai_content(parts) if isinstance(parts, list) else content
+        content = openai_content(parts) if isinstance(parts, list) else content
     calls = _flat_tool_calls(node)
     return Message(
         role=str(node.get("role") or "user"),
@@ -610,27 +482,3 @@ def _read_genai_flat(a: dict[str, Any], call: LLMCall) -> None:
             call.finish_reason = str(outs[0]["finish_reason"])
     call.output_tokens = _opt_int(a.get("gen_ai.usage.completion_tokens"))
     call.input_tokens = _opt_int(a.get("gen_ai.usage.prompt_tokens"))
-
-
-# --- writing (used by the gateway, the adapters and the rollout API) -------------------
-
-
-def genai_message_json(messages: list[Message]) -> str:
-    """Our messages as a GenAI ``gen_ai.input.messages`` / ``output.messages`` JSON string."""
-    out = []
-    for m in messages:
-        parts: list[dict[str, Any]] = []
-        if m.reasoning:
-            parts.append({"type": "reasoning", "content": m.reasoning})
-        if m.role == "tool":
-            parts.append({"type": "tool_call_response", "id": m.tool_call_id, "response": m.content})
-        elif m.content is not None:
-            parts.append({"type": "text", "content": m.content})
-        for tc in m.tool_calls:
-            args = _loads(tc.arguments)
-            parts.append({"type": "tool_call", "id": tc.id, "name": tc.name, "arguments": args if args is not None else tc.arguments})
-        doc: dict[str, Any] = {"role": m.role, "parts": parts}
-        if m.name:
-            doc["name"] = m.name
-        out.append(doc)
-    return json.dumps(out, separators=(",", ":"))

@@ -15,52 +15,55 @@ from collections.abc import Sequence
 from .types import Step, TokenSequence, construct
 
 
+def _sequence(ids: list[int], spans: list[tuple[int, int]], indices: list[int],
+              step_logprobs: list[list[float]] | None) -> TokenSequence:
+    """One sequence from its tokens and the (start, end) of each merged step's response."""
+    mask = [0] * len(ids)
+    for start, end in spans:
+        mask[start:end] = [1] * (end - start)
+    logprobs: list[float] | None = None
+    if step_logprobs is not None:
+        logprobs = [0.0] * len(ids)
+        for (start, end), lp in zip(spans, step_logprobs):
+            logprobs[start:end] = lp
+    return construct(TokenSequence, token_ids=ids, mask=mask, logprobs=logprobs, step_indices=indices,
+                     response_spans=spans)
+
+
 def build_sequences(steps: Sequence[Step]) -> tuple[list[TokenSequence], int]:
     """Return ``(sequences, prefix_breaks)`` for steps already in call order."""
     sequences: list[TokenSequence] = []
     breaks = 0
     ids: list[int] = []
-    mask: list[int] = []
-    logprobs: list[float] | None = []
     indices: list[int] = []
     spans: list[tuple[int, int]] = []
-
-    def close() -> None:
-        if indices:
-            sequences.append(
-                construct(
-                    TokenSequence,
-                    token_ids=ids, mask=mask, logprobs=logprobs, step_indices=indices, response_spans=spans
-                )
-            )
-
+    step_logprobs: list[list[float]] | None = []  # None once a step of the sequence lacks them
     for i, step in enumerate(steps):
         prompt, response = step.prompt_ids, step.response_ids
         if prompt is None or response is None:
-            close()
-            ids, mask, logprobs, indices, spans = [], [], [], [], []
+            if indices:
+                sequences.append(_sequence(ids, spans, indices, step_logprobs))
+            ids, indices, spans, step_logprobs = [], [], [], []
             continue
         n = len(ids)
         if indices and len(prompt) >= n and prompt[:n] == ids:
-            extra = prompt[n:]  # tokens inserted between the calls: not the model's
+            ids += prompt[n:]  # tokens inserted between the calls: not the model's
         else:
             if indices:
                 breaks += 1
-            close()
-            ids, mask, logprobs, indices, spans = [], [], [], [], []
-            extra = prompt
-        ids.extend(extra)
-        mask.extend([0] * len(extra))
-        step_lp = step.response_logprobs
-        if logprobs is not None and step_lp is not None and len(step_lp) == len(response):
-            logprobs.extend([0.0] * len(extra))
-            logprobs.extend(step_lp)
-        else:
-            logprobs = None
+                sequences.append(_sequence(ids, spans, indices, step_logprobs))
+                step_logprobs = []
+            ids, indices, spans = list(prompt), [], []
+        lp = step.response_logprobs
+        if step_logprobs is not None:
+            if lp is not None and len(lp) == len(response):
+                step_logprobs.append(lp)
+            else:
+                step_logprobs = None
         start = len(ids)
-        ids.extend(response)
-        mask.extend([1] * len(response))
+        ids += response
         indices.append(i)
         spans.append((start, len(ids)))
-    close()
+    if indices:
+        sequences.append(_sequence(ids, spans, indices, step_logprobs))
     return sequences, breaks

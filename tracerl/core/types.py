@@ -29,14 +29,30 @@ def construct(cls: type[_M], **values: Any) -> _M:
     """Build a model from values already of the right types, skipping validation.
 
     For the converter's hot path only: every field must be given (no defaults are filled)
-    and correctly typed. About 5x faster than ``model_construct``.
+    and correctly typed. About 3x faster than ``model_construct`` (0.5 against 1.8 µs for a Message).
+
+    All objects of a class share one fields-set: every field is set, and pydantic only ever
+    adds to it (attribute assignment adds a name already there; copies get their own), so
+    one set serves all and saves an allocation the garbage collector would track.
     """
-    obj = cls.__new__(cls)
-    object.__setattr__(obj, "__dict__", values)
-    object.__setattr__(obj, "__pydantic_fields_set__", set(values))
-    object.__setattr__(obj, "__pydantic_extra__", None)
-    object.__setattr__(obj, "__pydantic_private__", None)
+    obj = _new(cls)
+    _set_dict(obj, values)
+    fields_set = _ALL_FIELDS.get(cls)
+    if fields_set is None:
+        fields_set = _ALL_FIELDS[cls] = set(cls.model_fields)
+    _set_fields_set(obj, fields_set if len(values) == len(fields_set) else set(values))
+    _set_extra(obj, None)
+    _set_private(obj, None)
     return obj
+
+
+# The slot descriptors of BaseModel, called directly: object.__setattr__ looks each up by name.
+_new = object.__new__
+_set_dict = BaseModel.__dict__["__dict__"].__set__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+_ALL_FIELDS: dict[type, set[str]] = {}
 
 
 _M = TypeVar("_M", bound="_Model")
