@@ -1,87 +1,172 @@
 """What the one adapter line costs an agent: wall time and CPU per LLM call.
 
-Runs N agent episodes (a tool-calling math agent: 2 LLM calls and a tool call each) against
-the same OpenAI-compatible server in another process, in three modes, interleaved in rounds so
-machine noise hits all modes alike:
+Runs N episodes of a tool-calling math agent (2 LLM calls and a tool call each against the
+scripted server, 1-3 calls against the tiny model) against the same OpenAI-compatible server in
+another process, in three modes, interleaved in rounds (order rotated each round) so machine
+noise hits all modes alike:
 
 * ``none``: no instrumentation at all;
 * ``tracerl``: ``tracerl.instrument(FRAMEWORK)`` (spans to a SQLite store, W3C propagation);
 * ``openinference``: the OpenInference instrumentor for the framework instead (spans to the
   same kind of store), for comparison.
 
-The server is tracerl.testing.ScriptedServer (instant answers), so the figures are the worst
-case: with a real model each call takes far longer and the relative overhead shrinks.
+The server (``--server``) is tracerl.testing.ScriptedServer (instant answers: the worst case
+for relative overhead) or the real gateway serving the bundled tiny model on CPU (greedy
+decoding, so every mode sends the same requests and gets the same answers).
 
     python bench/instrument_overhead.py --framework langgraph --runs 500
-    python bench/instrument_overhead.py --framework litellm
+    python bench/instrument_overhead.py --framework litellm --server gateway --runs 60 --rounds 3
+    python bench/instrument_overhead.py --callbacks     # the adapters' own code alone
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
 
-SERVER = """
-import sys, time
+SERVERS = {
+    # instant answers: the worst case for relative overhead
+    "scripted": """
+import sys
 from tracerl.testing import ScriptedServer, calculator_script
 with ScriptedServer(calculator_script, emit_spans=False) as s:
     print(s.url, flush=True)
     sys.stdin.read()
-"""
-QUESTION = "What is {a}+{b}?"
+""",
+    # the real gateway serving the bundled tiny model (greedy, so every mode does the same work)
+    "gateway": """
+import sys, tempfile, os
+import tracerl
+from tracerl.engines.torch_engine import TorchEngine
+engine = TorchEngine(num_threads=1)
+with tracerl.GatewayServer(engine, os.path.join(tempfile.mkdtemp(), "gateway.db")) as gw:
+    print(gw.url, flush=True)
+    sys.stdin.read()
+engine.shutdown()
+""",
+}
+QUESTION = "What is {a} + {b}?"
+MAX_CALLS = 3
+TOOLS = [{"type": "function", "function": {
+    "name": "calculator", "description": "Evaluate an integer expression with + - * and parentheses.",
+    "parameters": {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]}}}]
+Agent = Callable[[str], tuple[str, int]]  # question -> (answer, LLM calls made)
 
 
-def langgraph_agent(base_url: str) -> Any:
+def _calculator(arguments: Any) -> str:
+    from tracerl.tasks.synthetic import calculator
+
+    try:
+        args = json.loads(arguments) if isinstance(arguments, str) else arguments
+        return calculator(str(args.get("expression", "")))
+    except (ValueError, AttributeError, TypeError) as exc:
+        return f"error: {exc}"
+
+
+def langgraph_agent(base_url: str, model: str) -> Agent:
     from langchain_core.tools import tool
     from langchain_openai import ChatOpenAI
     from langgraph.prebuilt import create_react_agent
 
     @tool
     def calculator(expression: str) -> str:
-        """Evaluate a+b."""
-        a, b = expression.split("+")
-        return str(int(a) + int(b))
+        """Evaluate an integer expression with + - * and parentheses."""
+        return _calculator({"expression": expression})
 
-    agent = create_react_agent(ChatOpenAI(model="scripted", base_url=base_url, api_key="x"), [calculator])
-    return lambda q: agent.invoke({"messages": [("user", q)]})["messages"][-1].content
+    llm = ChatOpenAI(model=model, base_url=base_url, api_key="x", temperature=0.0, max_tokens=32)
+    agent = create_react_agent(llm, [calculator])
 
-
-def litellm_agent(base_url: str) -> Any:
-    import litellm
-
-    tools = [{"type": "function", "function": {"name": "calculator", "parameters": {
-        "type": "object", "properties": {"expression": {"type": "string"}}}}}]
-
-    def run(q: str) -> str:
-        messages: list[dict[str, Any]] = [{"role": "user", "content": q}]
-        for _ in range(3):
-            reply = litellm.completion(model="openai/scripted", api_base=base_url, api_key="x",
-                                       messages=messages, tools=tools).choices[0].message
-            messages.append(reply.model_dump(exclude_none=True))
-            if not reply.tool_calls:
-                return reply.content
-            for tc in reply.tool_calls:
-                a, b = __import__("json").loads(tc.function.arguments)["expression"].split("+")
-                messages.append({"role": "tool", "tool_call_id": tc.id, "content": str(int(a) + int(b))})
-        return ""
+    def run(q: str) -> tuple[str, int]:
+        messages = agent.invoke({"messages": [("user", q)]}, {"recursion_limit": 2 * MAX_CALLS})["messages"]
+        return str(messages[-1].content), sum(1 for m in messages if m.type == "ai")
 
     return run
 
 
-AGENTS = {"langgraph": langgraph_agent, "litellm": litellm_agent}
+def langchain_agent(base_url: str, model: str) -> Agent:
+    from langchain_core.messages import ToolMessage
+    from langchain_openai import ChatOpenAI
+
+    llm = ChatOpenAI(model=model, base_url=base_url, api_key="x", temperature=0.0, max_tokens=32).bind_tools(TOOLS)
+
+    def run(q: str) -> tuple[str, int]:
+        messages: list[Any] = [("user", q)]
+        n = 0
+        while n < MAX_CALLS:
+            reply, n = llm.invoke(messages), n + 1
+            messages.append(reply)
+            if not reply.tool_calls:
+                break
+            messages += [ToolMessage(_calculator(c["args"]), tool_call_id=c["id"]) for c in reply.tool_calls]
+        return str(reply.content), n
+
+    return run
+
+
+def litellm_agent(base_url: str, model: str) -> Agent:
+    import litellm
+
+    def run(q: str) -> tuple[str, int]:
+        messages: list[dict[str, Any]] = [{"role": "user", "content": q}]
+        n = 0
+        while n < MAX_CALLS:
+            reply = litellm.completion(model=f"openai/{model}", api_base=base_url, api_key="x", messages=messages,
+                                       tools=TOOLS, temperature=0.0, max_tokens=32).choices[0].message
+            n += 1
+            messages.append(reply.model_dump(exclude_none=True))
+            if not reply.tool_calls:
+                break
+            for tc in reply.tool_calls:
+                messages.append({"role": "tool", "tool_call_id": tc.id, "content": _calculator(tc.function.arguments)})
+        return reply.content or "", n
+
+    return run
+
+
+def openai_agents_agent(base_url: str, model: str) -> Agent:
+    from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, Runner, function_tool
+    from agents.exceptions import MaxTurnsExceeded
+    from openai import AsyncOpenAI
+
+    @function_tool
+    def calculator(expression: str) -> str:
+        """Evaluate an integer expression with + - * and parentheses."""
+        return _calculator({"expression": expression})
+
+    client = AsyncOpenAI(base_url=base_url, api_key="x")
+    agent = Agent(name="solver", tools=[calculator], model=OpenAIChatCompletionsModel(model=model, openai_client=client),
+                  model_settings=ModelSettings(temperature=0.0, max_tokens=32))
+    loop = asyncio.new_event_loop()  # one loop for the client's connections
+
+    def run(q: str) -> tuple[str, int]:
+        try:
+            result = loop.run_until_complete(Runner.run(agent, q, max_turns=MAX_CALLS))
+        except MaxTurnsExceeded:
+            return "", MAX_CALLS
+        return str(result.final_output), len(result.raw_responses)
+
+    return run
+
+
+AGENTS = {"langgraph": langgraph_agent, "langchain": langchain_agent, "litellm": litellm_agent,
+          "openai-agents": openai_agents_agent}
 OPENINFERENCE = {
     "langgraph": ("openinference.instrumentation.langchain", "LangChainInstrumentor"),
+    "langchain": ("openinference.instrumentation.langchain", "LangChainInstrumentor"),
     "litellm": ("openinference.instrumentation.litellm", "LiteLLMInstrumentor"),
+    "openai-agents": ("openinference.instrumentation.openai_agents", "OpenAIAgentsInstrumentor"),
 }
 
 
@@ -114,46 +199,146 @@ class Mode:
             self._oi.uninstrument()
 
 
+def callbacks_only(reps: int = 7, n: int = 1000) -> None:
+    """CPU of the adapters' own code per LLM call, without the framework or HTTP: the LangChain
+    handler's callbacks for one LangGraph node's call (workflow, node, internal run and chat
+    run: 3 spans) and the LiteLLM logger's (1 span), fed recorded-shaped inputs; spans go
+    through a BatchSpanProcessor into a SQLite store as in real use. Min and median of ``reps``."""
+    import datetime
+    import gc
+    import uuid
+
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+    from langchain_core.outputs import ChatGeneration, LLMResult
+    from litellm.types.utils import ModelResponse
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from tracerl.adapters import _common
+    from tracerl.adapters.langchain import TracerlCallbackHandler
+    from tracerl.adapters.litellm import TracerlLiteLLMLogger
+    from tracerl.core.otel import setup_tracing
+
+    tracing = setup_tracing(os.path.join(tempfile.mkdtemp(), "callbacks.db"), tracer_provider=TracerProvider())
+    call = {"id": "call_1", "name": "calculator", "args": {"expression": "12 + 30"}}
+    chat = [SystemMessage("You are a helpful assistant."), HumanMessage("What is 12 + 30?"),
+            AIMessage("", tool_calls=[call]), ToolMessage("42", tool_call_id="call_1")]
+    meta = {"finish_reason": "stop", "id": "chatcmpl-1", "model_name": "m"}
+    result = LLMResult(generations=[[ChatGeneration(message=AIMessage(
+        "The answer is 42.", response_metadata=meta, usage_metadata={"input_tokens": 9, "output_tokens": 6,
+                                                                     "total_tokens": 15}))]],
+        llm_output={"id": "chatcmpl-1", "model_name": "m"})
+    handler = TracerlCallbackHandler(_common.tracer(tracing, "langchain"))
+    run_ids = [uuid.uuid4() for _ in range(4 * n)]
+
+    def langchain_call(i: int) -> None:
+        wf, node, inner, llm = run_ids[4 * (i % n): 4 * (i % n) + 4]
+        handler.on_chain_start({}, {}, run_id=wf, name="LangGraph")
+        handler.on_chain_start({}, {}, run_id=node, parent_run_id=wf, name="agent",
+                               metadata={"langgraph_node": "agent", "langgraph_step": 1})
+        handler.on_chain_start({}, {}, run_id=inner, parent_run_id=node, name=None)
+        handler.on_chat_model_start({}, [chat], run_id=llm, parent_run_id=inner,
+                                    metadata={"langgraph_node": "agent", "ls_provider": "openai"},
+                                    invocation_params={"model": "m", "temperature": 0.0, "tools": TOOLS})
+        handler.on_llm_end(result, run_id=llm)
+        for run_id in (inner, node, wf):
+            handler.on_chain_end({}, run_id=run_id)
+
+    logger = TracerlLiteLLMLogger(_common.tracer(tracing, "litellm"))
+    messages = [{"role": "system", "content": "You are a helpful assistant."},
+                {"role": "user", "content": "What is 12 + 30?"},
+                {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
+                    "name": "calculator", "arguments": json.dumps(call["args"])}}]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "42"}]
+    response = ModelResponse(id="chatcmpl-1", model="m", usage={"prompt_tokens": 9, "completion_tokens": 6,
+                                                                "total_tokens": 15},
+                             choices=[{"index": 0, "finish_reason": "stop",
+                                       "message": {"role": "assistant", "content": "The answer is 42."}}])
+    call_ids = [uuid.uuid4().hex for _ in range(n)]
+    now = datetime.datetime.now()
+
+    def litellm_call(i: int) -> None:
+        kwargs = {"litellm_call_id": call_ids[i % n], "model": "m", "messages": messages,
+                  "optional_params": {"tools": TOOLS},
+                  "litellm_params": {"custom_llm_provider": "openai", "metadata": {"tracerl_agent": "solver"}}}
+        logger.log_pre_api_call("m", messages, kwargs)
+        logger.log_success_event(kwargs, response, now, now)
+
+    print(f"adapter callbacks alone: {reps} x {n} calls; CPU us per LLM call (min / median), callbacks, "
+          "and callbacks + span export")
+    for name, fn in (("langchain/langgraph", langchain_call), ("litellm", litellm_call)):
+        for i in range(300):
+            fn(i)
+        tracing.flush()
+        inline, total = [], []
+        for _ in range(reps):
+            gc.collect()
+            c0 = time.process_time()
+            for i in range(n):
+                fn(i)
+            c1 = time.process_time()
+            tracing.flush()
+            inline.append((c1 - c0) / n * 1e6)
+            total.append((time.process_time() - c0) / n * 1e6)
+        print(f"{name:20} {min(inline):6.0f} / {statistics.median(inline):6.0f}   "
+              f"{min(total):6.0f} / {statistics.median(total):6.0f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--framework", choices=sorted(AGENTS), default="langgraph")
+    parser.add_argument("--server", choices=sorted(SERVERS), default="scripted",
+                        help="scripted: instant answers (worst case); gateway: the tiny model behind the gateway")
     parser.add_argument("--runs", type=int, default=500, help="episodes per mode")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per mode")
+    parser.add_argument("--callbacks", action="store_true",
+                        help="only time the adapters' callbacks (no framework, no HTTP); see callbacks_only()")
     args = parser.parse_args()
+    if args.callbacks:
+        callbacks_only()
+        return 0
 
-    server = subprocess.Popen([sys.executable, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen([sys.executable, "-c", SERVERS[args.server]], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
     base_url = server.stdout.readline().strip() + "/v1"  # type: ignore[union-attr]
     db = os.path.join(tempfile.mkdtemp(), "overhead.db")
     import tracerl  # noqa: F401 - imported before timing, like an app would
 
-    agent = AGENTS[args.framework](base_url)
+    agent = AGENTS[args.framework](base_url, "scripted" if args.server == "scripted" else "tracerl-tiny")
     agent(QUESTION.format(a=1, b=1))  # warm up imports and connections
     per_round = max(1, args.runs // args.rounds)
-    wall: dict[str, list[float]] = {m: [] for m in ("none", "tracerl", "openinference")}
-    cpu: dict[str, list[float]] = {m: [] for m in wall}
+    modes = ("none", "tracerl", "openinference")
+    wall: dict[str, list[float]] = {m: [] for m in modes}
+    cpu: dict[str, list[float]] = {m: [] for m in modes}
+    calls: dict[str, int] = dict.fromkeys(modes, 0)
+    answers: dict[str, list[str]] = {m: [] for m in modes}
     try:
         for r in range(args.rounds):
-            for name in wall:
+            for name in modes[r % 3:] + modes[:r % 3]:  # rotated, so no mode always follows another
                 with Mode(name, args.framework, db):
                     agent(QUESTION.format(a=r, b=1))  # first call after switching is not timed
                     t0, c0 = time.perf_counter(), time.process_time()
                     for i in range(per_round):
-                        answer = agent(QUESTION.format(a=i, b=r))
-                        assert answer and answer.startswith("The answer is"), answer
+                        answer, n = agent(QUESTION.format(a=i, b=r))
+                        calls[name] += n
+                        answers[name].append(answer)
                     wall[name].append(time.perf_counter() - t0)
                     cpu[name].append(time.process_time() - c0)
-            asyncio.run(asyncio.sleep(0))
     finally:
         server.stdin.close()  # type: ignore[union-attr]
-        server.wait(timeout=10)
-    calls = per_round * 2  # two LLM calls per episode
+        server.wait(timeout=30)
+    if args.server == "scripted":
+        assert all(a.startswith("The answer is") for a in answers["none"]), answers["none"][:3]
+    # Greedy decoding: instrumentation must not change what the agent does.
+    same = answers["none"] == answers["tracerl"] == answers["openinference"]
+    per_call = {m: calls[m] / args.rounds for m in modes}  # LLM calls per round
     base_wall, base_cpu = statistics.median(wall["none"]), statistics.median(cpu["none"])
-    print(f"{args.framework}: {per_round} episodes x {args.rounds} rounds per mode, {calls} LLM calls per round")
+    print(f"{args.framework} vs {args.server}: {per_round} episodes x {args.rounds} rounds per mode, "
+          f"{per_call['none']:.0f} LLM calls per round; same answers in every mode: {same}")
     print(f"{'mode':14} {'wall s/round':>12} {'overhead':>9} {'CPU us/call':>12} {'+CPU us/call':>13}")
-    for name in wall:
+    for name in modes:
         w, c = statistics.median(wall[name]), statistics.median(cpu[name])
-        print(f"{name:14} {w:12.3f} {100 * (w - base_wall) / base_wall:8.1f}% {c / calls * 1e6:12.0f} "
-              f"{(c - base_cpu) / calls * 1e6:13.0f}")
+        print(f"{name:14} {w:12.3f} {100 * (w - base_wall) / base_wall:8.1f}% {c / per_call[name] * 1e6:12.0f} "
+              f"{(c / per_call[name] - base_cpu / per_call['none']) * 1e6:13.0f}")
     return 0
 
 

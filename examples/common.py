@@ -1,5 +1,5 @@
-"""Shared by the math-agent examples: tasks, the calculator, and a runner that serves the
-bundled tiny model through the gateway and prints the episodes an agent produced."""
+"""Shared by the examples: tasks, the calculator, and a runner that serves the bundled tiny
+model through the gateway and prints the episodes an agent produced."""
 
 from __future__ import annotations
 
@@ -15,10 +15,20 @@ import tracerl  # noqa: E402
 from tracerl.tasks.synthetic import CALCULATOR_TOOL, SYSTEM_PROMPT, TASKS, calculator  # noqa: E402
 
 ARITHMETIC = TASKS["arithmetic"]
+MULTITURN = TASKS["multiturn"]
 TOOLS = [CALCULATOR_TOOL]
 MAX_CALLS = 3  # LLM calls per episode: a tool call, its answer, one spare
 
-__all__ = ["ARITHMETIC", "MAX_CALLS", "SYSTEM_PROMPT", "TOOLS", "calculator", "calculator_result", "run"]
+__all__ = ["ARITHMETIC", "MAX_CALLS", "MULTITURN", "SYSTEM_PROMPT", "TOOLS", "calculator", "calculator_result",
+           "instructions", "run"]
+
+
+def instructions(messages: list[dict[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
+    """Split a task's chat prompt into (system text or None, the other messages), for
+    frameworks that take the system prompt apart (the Agents SDK's ``instructions``)."""
+    if messages and messages[0]["role"] == "system":
+        return messages[0]["content"], messages[1:]
+    return None, messages
 
 
 def calculator_result(arguments: str | dict[str, Any]) -> str:
@@ -30,18 +40,18 @@ def calculator_result(arguments: str | dict[str, Any]) -> str:
         return f"error: {exc}"
 
 
-def run(solve: Callable[..., Any], description: str) -> list[tracerl.Episode]:
+def run(solve: Callable[..., Any], description: str, dataset: Any = ARITHMETIC) -> list[tracerl.Episode]:
     """``python examples/<agent>.py [--tasks N] [--base-url URL]``: run and print episodes."""
     from rich.console import Console
 
     from tracerl.cli.render import episode_tree
 
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--tasks", type=int, default=8, help="held-out arithmetic tasks to run")
+    parser.add_argument("--tasks", type=int, default=8, help=f"held-out {dataset.name} tasks to run")
     parser.add_argument("--base-url", help="an already running gateway (default: start one in-process)")
     parser.add_argument("--db", default="runs/examples.db", help="span store file")
     args = parser.parse_args()
-    tasks = ARITHMETIC.tasks("test", args.tasks, seed=0)
+    tasks = dataset.tasks("test", args.tasks, seed=0)
     console = Console()
     if args.base_url:
         settings = tracerl.RolloutSettings(gateway_url=args.base_url, store=args.db, temperature=0.0, max_tokens=64)

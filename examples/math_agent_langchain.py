@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from common import ARITHMETIC, MAX_CALLS, TOOLS, calculator_result, run
-from langchain_core.messages import SystemMessage, ToolMessage
+from langchain_core.messages import ToolMessage
 from langchain_openai import ChatOpenAI
 
 import tracerl
@@ -19,8 +19,7 @@ def solve(task: tracerl.Task, config: tracerl.RolloutConfig) -> dict:
     llm = ChatOpenAI(model=config.model, base_url=config.base_url, api_key=config.api_key,
                      temperature=config.sampling["temperature"], max_tokens=config.sampling.get("max_tokens"))
     model = llm.bind_tools(TOOLS).with_config(metadata={"tracerl_agent": "solver"})
-    system, user = ARITHMETIC.messages(task)
-    messages = [SystemMessage(system["content"]), ("user", user["content"])]
+    messages: list = ARITHMETIC.messages(task)  # OpenAI-style dicts; LangChain messages are appended
     answer = ""
     for _ in range(MAX_CALLS):
         reply = model.invoke(messages)

@@ -1,4 +1,4 @@
-"""The math agent as a LangGraph graph: an "solver" node calling the model, a "tools" node.
+"""The math agent as a LangGraph graph: a "solver" node calling the model, a "tools" node.
 
     python examples/math_agent_langgraph.py --tasks 8
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Annotated, TypedDict
 
 from common import ARITHMETIC, MAX_CALLS, TOOLS, calculator_result, run
-from langchain_core.messages import AnyMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AnyMessage, ToolMessage
 from langchain_openai import ChatOpenAI
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
@@ -49,8 +49,7 @@ def build(llm: ChatOpenAI):
 def solve(task: tracerl.Task, config: tracerl.RolloutConfig) -> dict:
     llm = ChatOpenAI(model=config.model, base_url=config.base_url, api_key=config.api_key,
                      temperature=config.sampling["temperature"], max_tokens=config.sampling.get("max_tokens"))
-    system, user = ARITHMETIC.messages(task)
-    result = build(llm).invoke({"messages": [SystemMessage(system["content"]), ("user", user["content"])]})
+    result = build(llm).invoke({"messages": ARITHMETIC.messages(task)})  # OpenAI-style dicts work as they are
     answer = result["messages"][-1].content
     return {"reward": ARITHMETIC.reward(task, answer), "is_correct": ARITHMETIC.is_correct(task, answer)}
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, Runner, function_tool
 from agents.exceptions import MaxTurnsExceeded
-from common import ARITHMETIC, MAX_CALLS, SYSTEM_PROMPT, run
+from common import ARITHMETIC, MAX_CALLS, instructions, run
 from common import calculator as evaluate
 from openai import AsyncOpenAI
 
@@ -28,14 +28,15 @@ def calculator(expression: str) -> str:
 @tracerl.rollout(timeout_s=120)
 async def solve(task: tracerl.Task, config: tracerl.RolloutConfig) -> dict:
     client = AsyncOpenAI(base_url=config.base_url, api_key=config.api_key)
+    system, messages = instructions(ARITHMETIC.messages(task))  # the same prompt as the other three versions
     agent = Agent(
-        name="solver", instructions=SYSTEM_PROMPT, tools=[calculator],
+        name="solver", instructions=system, tools=[calculator],
         model=OpenAIChatCompletionsModel(model=config.model, openai_client=client),
         model_settings=ModelSettings(temperature=config.sampling["temperature"],
                                      max_tokens=config.sampling.get("max_tokens")),
     )
     try:
-        answer = (await Runner.run(agent, task.data["question"], max_turns=MAX_CALLS)).final_output
+        answer = (await Runner.run(agent, messages, max_turns=MAX_CALLS)).final_output
     except MaxTurnsExceeded:
         answer = None
     await client.close()

@@ -21,9 +21,11 @@ def _ask(task: tracerl.Task, config: tracerl.RolloutConfig) -> str:
 
 @tracerl.rollout
 def parity_agent(task: tracerl.Task, config: tracerl.RolloutConfig) -> dict:
-    """Reward 1 for an answer of even length: half the samples, so every group has variance."""
+    """Reward 1 when the answer's length plus the rollout's seed is even: about half the
+    samples whatever the model says, so groups have variance (mechanics tests only)."""
     text = _ask(task, config)
-    return {"reward": float(len(text) % 2 == 0), "is_correct": len(text) % 2 == 0}
+    even = (len(text) + config.sampling.get("seed", 0)) % 2 == 0
+    return {"reward": float(even), "is_correct": even}
 
 
 def _bucket(episode_seed: int | None, task: tracerl.Task) -> int:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+import tracerl
+from tracerl.tasks.synthetic import FEEDBACK, TASKS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,3 +30,84 @@ def test_trace_to_episode_example(tmp_path):
 
     with SpanStore(db) as store:
         assert len([s for s in store.sessions() if s.llm_calls]) == 4
+
+
+def _run_example(name: str, tmp_path: Path, tasks: int = 3) -> list:
+    """Run ``examples/<name>.py`` as a user does (in-process gateway, tiny model) and read its
+    episodes back from the span store it wrote."""
+    from tracerl.core.convert import episodes_from_store
+    from tracerl.core.store import SpanStore
+
+    db = tmp_path / f"{name}.db"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / f"{name}.py"), "--tasks", str(tasks), "--db", str(db)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"{tasks} episodes" in " ".join(proc.stdout.split())
+    with SpanStore(db) as store:
+        episodes = [ep for ep in episodes_from_store(store) if ep.task is not None]
+    assert len(episodes) == tasks
+    for ep in episodes:
+        assert ep.termination_reason is tracerl.TerminationReason.SUCCESS, (ep.id, ep.error)
+        assert all(s.has_tokens and s.response_logprobs for s in ep.steps)
+        assert all(len(t.sequences) == 1 and t.prefix_breaks == 0 for t in ep.trajectories)
+    return episodes
+
+
+@pytest.mark.slow
+def test_iterative_refinement_example(tmp_path):
+    multiturn = TASKS["multiturn"]
+    for ep in _run_example("refine_multiturn", tmp_path):
+        (traj,) = ep.trajectories
+        assert traj.name == "solver"
+        answers = [s.output_message.content for s in traj.steps]
+        turns = len(answers)
+        assert [s.sequence for s in traj.steps] == list(range(turns))
+        # feedback after every wrong answer but the last allowed one; nothing after a right one
+        assert not any(multiturn.is_correct(ep.task, a) for a in answers[:-1])
+        assert multiturn.is_correct(ep.task, answers[-1]) or turns == multiturn.max_turns
+        assert all(s.input_messages[-1].content == FEEDBACK for s in traj.steps[1:])
+        assert ep.reward == traj.reward == multiturn.reward(ep.task, answers[-1], turns=turns)
+        # one training sequence: the model's tokens of every turn, the feedback masked out
+        (seq,) = traj.sequences
+        assert sum(seq.mask) == sum(len(s.response_ids) for s in traj.steps)
+
+
+@pytest.mark.slow
+def test_solver_judge_example(tmp_path):
+    def says_yes(verdict: str) -> bool:  # the example's rule: the first "yes" or "no" decides
+        found = re.search(r"\b(yes|no)\b", verdict, re.IGNORECASE)
+        return found is not None and found[1].lower() == "yes"
+
+    arithmetic = TASKS["arithmetic"]
+    for ep in _run_example("solver_judge", tmp_path):
+        assert [t.name for t in ep.trajectories] == ["solver", "judge"]
+        solver, judge = ep.trajectories
+        assert [s.sequence for s in solver.steps] == [0] and [s.sequence for s in judge.steps] == [1]
+        answer = solver.steps[0].output_message.content
+        verdict = judge.steps[0].output_message.content
+        assert answer in judge.steps[0].input_messages[-1].content  # the judge saw the solver's answer
+        correct = arithmetic.is_correct(ep.task, answer)
+        assert ep.reward == solver.reward == float(correct) and ep.is_correct is correct
+        assert judge.reward == float(says_yes(verdict) == correct)  # its own reward, not the episode's
+        assert ep.rewards == {"reward": float(correct)}
+
+
+@pytest.mark.slow
+def test_self_debate_example(tmp_path):
+    arithmetic = TASKS["arithmetic"]
+    for ep in _run_example("self_debate", tmp_path):
+        assert [t.name for t in ep.trajectories] == ["debater_a", "debater_b"]
+        a, b = ep.trajectories
+        assert [s.sequence for s in a.steps] == [0, 2] and [s.sequence for s in b.steps] == [1, 3]
+        for traj, other in ((a, b), (b, a)):
+            # round 2 rebuts the other debater's round-1 answer, in the same conversation
+            rebuttal = traj.steps[1].input_messages[-1].content
+            assert other.steps[0].output_message.content in rebuttal
+            assert traj.steps[1].input_messages[-2].content == traj.steps[0].output_message.content
+            # per-step rewards on the step that answered; the final reward on the last answer
+            answers = [s.output_message.content for s in traj.steps]
+            assert [s.reward for s in traj.steps] == [float(arithmetic.is_correct(ep.task, x)) for x in answers]
+            assert traj.reward == float(arithmetic.is_correct(ep.task, answers[-1]))
+        assert ep.reward == b.reward

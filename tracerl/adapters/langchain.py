@@ -32,7 +32,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from tracerl.core import semconv as sc
-from tracerl.core.types import Message, ToolCall
+from tracerl.core.types import Message
 
 from . import _common
 
@@ -67,11 +67,15 @@ def _text(content: Any) -> str | None:
 
 def to_message(m: Any) -> Message:
     """A LangChain BaseMessage as our Message."""
+    # Optional fields read from the instance dict: getattr of one a message class lacks
+    # (tool_call_id on a HumanMessage) goes through pydantic's raising __getattr__ (1.8 us).
+    fields = vars(m) if hasattr(m, "__dict__") else {}
     role = _ROLES.get(getattr(m, "type", "human"), "user")
-    calls = [ToolCall(id=tc.get("id"), name=str(tc.get("name", "")), arguments=json.dumps(tc.get("args", {})))
-             for tc in getattr(m, "tool_calls", None) or ()]
-    return Message(role=role, content=_text(m.content), name=getattr(m, "name", None), tool_calls=calls,
-                   tool_call_id=getattr(m, "tool_call_id", None))
+    calls = [_common.tool_call(tc.get("id"), tc.get("name", ""), json.dumps(tc.get("args", {})))
+             for tc in fields.get("tool_calls") or ()]
+    content = _text(m.content)
+    return _common.message(role, content if isinstance(content, str) else None, calls, name=fields.get("name"),
+                           tool_call_id=fields.get("tool_call_id"))
 
 
 class TracerlCallbackHandler(BaseCallbackHandler):

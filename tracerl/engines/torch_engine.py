@@ -15,6 +15,7 @@ import concurrent.futures
 import inspect
 import logging
 import queue
+import random
 import threading
 import time
 from dataclasses import dataclass
@@ -49,7 +50,7 @@ class _Request:
 class _Row:
     request: _Request
     index: int  # sample number within the request (n > 1)
-    generator: Any
+    rng: random.Random  # one uniform per sampled token: reproducible per seed, whatever the batch
     tokens: list[int]
     logprobs: list[float]
     limit: int
@@ -200,10 +201,8 @@ class TorchEngine:
             p = req.params
             room = self._max_context - len(req.prompt_ids)
             for i in range(p.n):
-                gen = torch.Generator(device=self.device)
                 seed = p.seed + i if p.seed is not None else int(torch.randint(0, 2**31, (1,), generator=self._seed_rng))
-                gen.manual_seed(seed)
-                rows.append(_Row(req, i, gen, [], [], limit=max(1, min(p.max_tokens, room))))
+                rows.append(_Row(req, i, random.Random(seed), [], [], limit=max(1, min(p.max_tokens, room))))
         return rows
 
     def _run(self, batch: list[_Request]) -> list[list[Generation]]:
@@ -221,11 +220,18 @@ class TorchEngine:
         pos = (attn.cumsum(-1) - 1).clamp(min=0)
         with torch.inference_mode():
             cache, logits = self._forward(ids, attn, pos, None)  # logits: [B, V]
-            for _ in range(max(r.limit for r in rows)):
-                next_ids = self._sample_step(rows, logits)  # [B]
-                if all(r.done for r in rows):
+            active = rows  # rows still generating, in cache order
+            while True:
+                next_ids = self._sample_step(active, logits)  # [b]
+                keep = [i for i, r in enumerate(active) if not r.done]
+                if not keep:
                     break
-                attn = torch.cat([attn, attn.new_ones((len(rows), 1))], dim=1)
+                if len(keep) < len(active):  # drop finished rows from the batch and its cache
+                    index = torch.tensor(keep, device=attn.device)
+                    cache.batch_select_indices(index)
+                    active = [active[i] for i in keep]
+                    attn, pos, next_ids = attn[index], pos[index], next_ids[index]
+                attn = torch.cat([attn, attn.new_ones((len(active), 1))], dim=1)
                 pos = pos[:, -1:] + 1
                 cache, logits = self._forward(next_ids[:, None], attn, pos, cache)
         results: list[list[Generation]] = [[] for _ in batch]
@@ -247,17 +253,24 @@ class TorchEngine:
         return new_cache, out.logits[:, -1, :].float()
 
     def _sample_step(self, rows: list[_Row], logits: Any) -> Any:
-        """Draw one token per unfinished row; finished rows are fed padding."""
+        """One token per row ([B] ids), sampled in batches of rows with equal parameters."""
         torch = _torch()
-        next_ids = torch.full((len(rows),), self.pad_id, dtype=torch.long, device=logits.device)
+        next_ids = torch.empty((len(rows),), dtype=torch.long, device=logits.device)
+        groups: dict[tuple[float, int, float], list[int]] = {}
         for i, r in enumerate(rows):
-            if r.done:
-                continue
-            token, logprob = sample_token(logits[i], r.request.params, r.generator)
-            r.tokens.append(token)
-            r.logprobs.append(logprob)
-            next_ids[i] = token
-            self._check_done(r, token)
+            p = r.request.params
+            groups.setdefault((p.temperature, p.top_k, p.top_p), []).append(i)
+        for members in groups.values():
+            index = torch.tensor(members, device=logits.device)
+            params = rows[members[0]].request.params
+            uniforms = [rows[i].rng.random() for i in members]
+            tokens, logprobs = sample_tokens(logits[index], params, uniforms)
+            next_ids[index] = tokens
+            for i, token, logprob in zip(members, tokens.tolist(), logprobs.tolist()):
+                r = rows[i]
+                r.tokens.append(token)
+                r.logprobs.append(logprob)
+                self._check_done(r, token)
         return next_ids
 
     def _check_done(self, r: _Row, token: int) -> None:
@@ -273,32 +286,37 @@ class TorchEngine:
 
 
 def processed_logprobs(logits: Any, params: SamplingParams) -> Any:
-    """Log-probabilities of the distribution sampled from: temperature, top-k, top-p. [V]"""
+    """Log-probabilities of the distribution sampled from: temperature, top-k, top-p. [..., V]"""
     torch = _torch()
     if params.temperature == 0:
         return torch.log_softmax(logits, dim=-1)
     scaled = logits / params.temperature
     if params.top_k and params.top_k < scaled.shape[-1]:
-        kth = torch.topk(scaled, params.top_k).values[-1]
+        kth = torch.topk(scaled, params.top_k, dim=-1).values[..., -1:]
         scaled = scaled.masked_fill(scaled < kth, float("-inf"))
     if params.top_p < 1.0:
-        sorted_logits, order = torch.sort(scaled, descending=True)
+        sorted_logits, order = torch.sort(scaled, dim=-1, descending=True)
         probs = torch.softmax(sorted_logits, dim=-1)
         # keep the smallest prefix whose mass reaches top_p (the first token always stays)
         drop = probs.cumsum(-1) - probs >= params.top_p
-        scaled = scaled.scatter(0, order, sorted_logits.masked_fill(drop, float("-inf")))
+        scaled = scaled.scatter(-1, order, sorted_logits.masked_fill(drop, float("-inf")))
     return torch.log_softmax(scaled, dim=-1)
 
 
-def sample_token(logits: Any, params: SamplingParams, generator: Any) -> tuple[int, float]:
-    """One token from ``logits`` [V] and its logprob under the processed distribution."""
+def sample_tokens(logits: Any, params: SamplingParams, uniforms: list[float]) -> tuple[Any, Any]:
+    """Tokens [B] from ``logits`` [B, V] by inverse CDF at ``uniforms`` (one per row, in
+    [0, 1)), and their logprobs [B] under the processed distribution. Greedy when
+    temperature is 0 (the logprob is then the plain temperature-1 one)."""
     torch = _torch()
-    logprobs = processed_logprobs(logits, params)
+    logprobs = processed_logprobs(logits, params)  # [B, V]
     if params.temperature == 0:
-        token = int(torch.argmax(logits))
+        tokens = torch.argmax(logits, dim=-1)
     else:
-        token = int(torch.multinomial(logprobs.exp(), 1, generator=generator))
-    return token, float(logprobs[token])
+        cdf = logprobs.exp().cumsum(-1)  # [B, V]
+        u = torch.tensor(uniforms, dtype=cdf.dtype, device=cdf.device)[:, None] * cdf[:, -1:]
+        # right=True: the first token whose cumulative mass exceeds u, so never a masked one
+        tokens = torch.searchsorted(cdf, u, right=True).squeeze(-1).clamp(max=cdf.shape[-1] - 1)
+    return tokens, logprobs.gather(-1, tokens[:, None]).squeeze(-1)
 
 
 def _default_path() -> str:

@@ -15,6 +15,7 @@ caller's W3C ``traceparent`` when there is one. The session comes from the URL p
 from __future__ import annotations
 
 import hmac
+import inspect
 import json
 import logging
 import time
@@ -349,11 +350,19 @@ def json_response(doc: Any, status: int = 200, headers: dict[str, str] | None = 
     return Response(body, status_code=status, headers=headers, media_type="application/json")
 
 
+# FastAPI >= 0.160 traces every request into the global TracerProvider: an in-process gateway
+# would put its HTTP spans into the user's own tracing. The gateway records its own spans.
+_NO_TELEMETRY: dict[str, Any] = (
+    {"telemetry": {"tracing": False, "metrics": False, "logs": False}}
+    if "telemetry" in inspect.signature(FastAPI.__init__).parameters else {}
+)
+
+
 def create_app(engine: Engine, store: SpanStore, *, api_key: str | None = None,
                model_aliases: tuple[str, ...] = (), max_body_bytes: int = 32 * 2**20) -> FastAPI:
     """The ASGI app. Serve it with uvicorn, or use :class:`tracerl.gateway.GatewayServer`."""
     gw = Gateway(engine, store, model_aliases=model_aliases)
-    app = FastAPI(title="tracerl gateway", docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(title="tracerl gateway", docs_url=None, redoc_url=None, openapi_url=None, **_NO_TELEMETRY)
     app.state.gateway = gw
 
     @app.exception_handler(p.APIError)

@@ -1,0 +1,273 @@
+"""Acceptance of the framework adapters (issue 4), against the real gateway and the tiny model.
+
+For each framework, its version of the math agent (``examples/math_agent_*.py``) with its one
+``tracerl.instrument(...)`` line runs 16 tasks concurrently through ``tracerl.GatewayServer``
+serving ``TorchEngine``. Each run must give 16 Episodes whose steps carry exactly the token ids
+the gateway recorded, joined to the framework's span, named after the agent ("solver"), with
+the agent's reward; and the agent's spans must go to the configured exporters (the SQLite
+store and an OTLP receiver on 127.0.0.1) and nowhere else: not to the app's global
+TracerProvider, not to OpenAI's trace ingest, not to any host but 127.0.0.1.
+
+Also: an agent with no adapter, only the session base_url, yields correct episodes from the
+gateway's spans alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import importlib
+import inspect
+import ipaddress
+import socket
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import tracerl
+from tracerl.core import semconv as sc
+from tracerl.core.otel import setup_tracing
+from tracerl.core.spans import decode_otlp
+from tracerl.tasks.synthetic import TASKS
+
+pytestmark = pytest.mark.slow
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+FRAMEWORKS = {
+    "langgraph": "math_agent_langgraph",
+    "langchain": "math_agent_langchain",
+    "openai-agents": "math_agent_openai_agents",
+    "litellm": "math_agent_litellm",
+}
+N_TASKS = 16
+ARITHMETIC = TASKS["arithmetic"]
+
+
+class OTLPReceiver:
+    """An OTLP/HTTP trace receiver on 127.0.0.1 that keeps every span it is sent."""
+
+    def __init__(self) -> None:
+        self.spans: list[Any] = []
+        lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                records = decode_otlp(body, self.headers.get("Content-Type", "application/x-protobuf"))
+                with lock:
+                    receiver.spans.extend(records)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+def _local(host: Any) -> bool:
+    host = str(host)
+    if host in ("localhost", "") or host.startswith("/"):  # unix sockets are local too
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def network_log():
+    """Every attempt to resolve or connect to a host other than loopback, recorded and refused."""
+    attempts: list[str] = []
+    mp = pytest.MonkeyPatch()
+    real_getaddrinfo, real_connect, real_connect_ex = socket.getaddrinfo, socket.socket.connect, socket.socket.connect_ex
+
+    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if not _local(host.decode() if isinstance(host, bytes) else host):
+            attempts.append(f"resolve {host}")
+            raise socket.gaierror(f"test: no network beyond 127.0.0.1 ({host})")
+        return real_getaddrinfo(host, *args, **kwargs)
+
+    def guard(real: Any) -> Any:
+        def connect(self: socket.socket, address: Any) -> Any:
+            if isinstance(address, tuple) and not _local(address[0]):
+                attempts.append(f"connect {address}")
+                raise OSError(f"test: no network beyond 127.0.0.1 ({address})")
+            return real(self, address)
+
+        return connect
+
+    mp.setattr(socket, "getaddrinfo", getaddrinfo)
+    mp.setattr(socket.socket, "connect", guard(real_connect))
+    mp.setattr(socket.socket, "connect_ex", guard(real_connect_ex))
+    yield attempts
+    mp.undo()
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory, tiny_engine, network_log):
+    """Gateway + tiny model; tracerl's tracing on a private provider writing to a SQLite store
+    and an OTLP receiver; the example modules imported (each instruments on import)."""
+    db = str(tmp_path_factory.mktemp("accept") / "accept.db")
+    receiver = OTLPReceiver()
+    provider = TracerProvider()
+    tracing = setup_tracing(db, otlp_endpoint=receiver.url, tracer_provider=provider)
+    # The app's own global tracing: it must see none of our spans. (An SDK provider is what
+    # the first setup_tracing() of the process would install anyway.)
+    app_exporter = InMemorySpanExporter()
+    if not isinstance(trace.get_tracer_provider(), TracerProvider):
+        trace.set_tracer_provider(TracerProvider())
+    trace.get_tracer_provider().add_span_processor(SimpleSpanProcessor(app_exporter))
+    uploads: list[Any] = []
+    from agents.tracing.processors import BackendSpanExporter
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(BackendSpanExporter, "export", lambda self, items: uploads.extend(items))
+    sys.path.insert(0, str(EXAMPLES))
+    modules = {}
+    try:
+        for framework, name in FRAMEWORKS.items():
+            modules[framework] = importlib.import_module(name)
+            tracerl.uninstrument(framework)
+        store = tracing.stores[db]
+        with tracerl.GatewayServer(tiny_engine, store) as gw:
+            yield {"modules": modules, "gateway": gw, "tracing": tracing, "store": store, "db": db,
+                   "receiver": receiver, "app_exporter": app_exporter, "uploads": uploads,
+                   "network_log": network_log}
+    finally:
+        for framework in FRAMEWORKS:
+            tracerl.uninstrument(framework)
+        sys.path.remove(str(EXAMPLES))
+        for name in [*FRAMEWORKS.values(), "common"]:  # a later import instruments again
+            sys.modules.pop(name, None)
+        mp.undo()
+        app_exporter.shutdown()
+        provider.shutdown()
+        receiver.close()
+
+
+def _run_all(solve: Any, tasks: list[tracerl.Task], settings: tracerl.RolloutSettings, tracing: Any) -> list:
+    """All tasks at once (the engine batches them; sessions must stay apart)."""
+    if inspect.iscoroutinefunction(getattr(solve, "fn", None)):
+        async def run() -> list:
+            return list(await asyncio.gather(*(solve(t, settings, tracing=tracing) for t in tasks)))
+
+        return asyncio.run(run())
+    with concurrent.futures.ThreadPoolExecutor(len(tasks)) as pool:
+        return list(pool.map(lambda t: solve(t, settings, tracing=tracing), tasks))
+
+
+def _gateway_spans(store: Any, session: str) -> dict[str, Any]:
+    return {s.span_id: s for s in store.spans(session_id=session) if s.attributes.get(sc.SOURCE) == "gateway"}
+
+
+@pytest.mark.parametrize("framework", list(FRAMEWORKS))
+def test_sixteen_episodes_per_framework_through_the_gateway(world, framework):
+    w = world
+    module = w["modules"][framework]
+    # The example's one line, pointed at this test's exporters (the store and the OTLP receiver).
+    tracerl.instrument(framework, tracer_provider=w["tracing"].provider, store=w["db"],
+                       otlp_endpoint=w["receiver"].url)
+    try:
+        tasks = ARITHMETIC.tasks("test", N_TASKS, seed=1)
+        settings = tracerl.RolloutSettings(gateway_url=w["gateway"].url, store=w["db"], temperature=0.0,
+                                           max_tokens=48)
+        episodes = _run_all(module.solve, tasks, settings, w["tracing"])
+    finally:
+        tracerl.uninstrument(framework)
+    assert [ep.task.id for ep in episodes] == [t.id for t in tasks]
+    assert len({ep.id for ep in episodes}) == N_TASKS
+    for ep in episodes:
+        assert ep.termination_reason is tracerl.TerminationReason.SUCCESS, (framework, ep.id, ep.error)
+        (traj,) = ep.trajectories
+        assert traj.name == "solver", framework
+        # every gateway call of the session is one step, joined to the framework's span of it,
+        # and its token ids are the gateway's, exactly
+        recorded = _gateway_spans(w["store"], ep.id)
+        assert 1 <= len(ep.steps) == len(recorded) <= 3, framework
+        assert [s.sequence for s in ep.steps] == list(range(len(ep.steps)))
+        for step in ep.steps:
+            span = recorded[step.metadata["gateway_span_id"]].attributes
+            assert "framework_span_id" in step.metadata, framework
+            assert step.response_ids == list(span[sc.RESPONSE_IDS]) and step.response_ids
+            assert step.prompt_ids == list(span[sc.PROMPT_IDS])
+            assert step.response_logprobs == pytest.approx(list(span[sc.RESPONSE_LOGPROBS]))
+        # the agent's reward (computed by the example from its final answer) on its trajectory
+        final = ep.steps[-1].output_message.content or ""
+        assert ep.reward == traj.reward == ARITHMETIC.reward(ep.task, final), framework
+        assert ep.is_correct is ARITHMETIC.is_correct(ep.task, final)
+
+    # Our spans went to both configured exporters alike, and nowhere else.
+    w["tracing"].flush()
+    sessions = {ep.id for ep in episodes}
+    stored = {s.span_id for sid in sessions for s in w["store"].spans(session_id=sid)
+              if s.attributes.get(sc.SOURCE) != "gateway"}
+    received = {s.span_id for s in w["receiver"].spans if s.session_id in sessions}
+    assert stored and received == stored, framework
+    framework_spans = [s for s in w["receiver"].spans if s.session_id in sessions and sc.is_llm_span(s.attributes)]
+    assert len(framework_spans) >= sum(len(ep.steps) for ep in episodes)
+    traces = {int(t, 16) for ep in episodes for t in ep.trace_ids}
+    leaked = [s.name for s in w["app_exporter"].get_finished_spans()
+              if s.context.trace_id in traces and s.instrumentation_scope.name != "fastapi"]
+    assert not leaked, leaked
+    from agents.tracing import get_trace_provider
+
+    get_trace_provider().force_flush()
+    assert w["uploads"] == [], "the Agents SDK uploaded traces"
+    assert w["network_log"] == [], w["network_log"]
+
+
+def test_agent_without_adapter_only_the_session_url(world, tiny_engine):
+    """Plain openai, no tracerl.instrument: the gateway's spans alone make the episodes."""
+    from openai import OpenAI
+
+    w = world
+
+    @tracerl.rollout
+    def solve(task: tracerl.Task, config: tracerl.RolloutConfig) -> dict:
+        client = OpenAI(**config.openai_kwargs())
+        reply = client.chat.completions.create(model=config.model, messages=ARITHMETIC.messages(task),
+                                               **config.sampling)
+        answer = reply.choices[0].message.content
+        return {"reward": ARITHMETIC.reward(task, answer), "is_correct": ARITHMETIC.is_correct(task, answer)}
+
+    tasks = ARITHMETIC.tasks("test", 4, seed=2)
+    settings = tracerl.RolloutSettings(gateway_url=w["gateway"].url, store=w["db"], temperature=0.0, max_tokens=24)
+    for ep in _run_all(solve, tasks, settings, w["tracing"]):
+        assert ep.termination_reason is tracerl.TerminationReason.SUCCESS, ep.error
+        (step,) = ep.steps
+        (span,) = _gateway_spans(w["store"], ep.id).values()
+        assert step.response_ids == list(span.attributes[sc.RESPONSE_IDS]) and step.prompt_ids
+        assert "framework_span_id" not in step.metadata
+        text = tiny_engine.tokenizer.decode(step.response_ids, skip_special_tokens=True)
+        assert text == step.output_message.content
+        assert ep.trajectories[0].name == "main"  # no adapter, no agent name: the default
+        assert ep.reward == ep.trajectories[0].reward == ARITHMETIC.reward(ep.task, text)
+    assert w["network_log"] == []
+
+
+def test_the_in_process_gateway_sends_no_spans_to_the_app_tracing(world):
+    from openai import OpenAI
+
+    w = world
+    w["app_exporter"].clear()
+    OpenAI(base_url=w["gateway"].session_url("quiet"), api_key="x").chat.completions.create(
+        model="tracerl-tiny", messages=[{"role": "user", "content": "What is 1 + 1?"}], max_tokens=4)
+    assert [s.name for s in w["app_exporter"].get_finished_spans()] == []
