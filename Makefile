@@ -18,8 +18,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# RL on the bundled tiny model through the LangGraph math agent (CPU, a few minutes): prints
+# the held-out accuracy before, the reward rising, and the accuracy after.
 demo: $(STAMP)
-	$(PY) examples/trace_to_episode.py
+	$(VENV)/bin/tracerl train arithmetic --agent examples/math_agent_langgraph.py:solve --output runs/demo
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check tracerl tests bench examples scripts

@@ -1,18 +1,24 @@
 """Build tracerl's bundled tiny policy: tracerl/models/tiny/ (a Hugging Face model directory).
 
-    .venv/bin/python scripts/build_tiny_model.py [--out DIR] [--steps N]
+    .venv/bin/python scripts/build_tiny_model.py [--out DIR] [--drill-steps N] [--chat-steps N]
 
-What it makes, deterministically (fixed seeds, deterministic torch kernels, 2 threads):
+What it makes, deterministically (fixed seeds, deterministic torch kernels, 1 thread):
 
 * a byte-level BPE tokenizer trained on the synthetic corpus (round-trips any text),
   with ChatML special tokens and a Hermes-style tool-calling chat template;
-* a ~1M-parameter Llama model, supervised on tracerl.tasks.synthetic dialogues
-  (arithmetic, countdown, "Wrong, try again." retries, calculator tool calls), with loss on
-  assistant tokens only, and stopped early on purpose: greedy accuracy on held-back
-  arithmetic problems of roughly a third, so that RL has headroom;
-* training_report.json: held-out test accuracy per task, greedy and sampled (T=1).
+* a ~1M-parameter Llama model, supervised on tracerl.tasks.synthetic dialogues in exactly
+  the format agents send (SYSTEM_PROMPT, the question, the calculator tool where offered):
+  arithmetic, countdown, "Wrong, try again." retries and calculator calls, with loss on
+  assistant tokens only. Deliberately partial: the model knows most single-digit sums
+  (about 60% held-out, in any format) but follows the system prompt's answer format only a
+  quarter of the time (ANSWER_FORMATS), so its graded accuracy starts near zero and RL has
+  that gap to close. It calls the calculator in about a quarter of the replies where it is
+  offered, but copies poorly (see the report's forced_tool_accuracy), so the tool rarely pays;
+* training_report.json: held-out test accuracy per task, greedy and sampled (T=1), the
+  tool-call rate, and accuracy when the reply is forced to call the tool or to answer.
 
-About 3-6 minutes on 2 CPU cores.
+3,000 steps of 1,024 tokens on one torch thread: measured 7.7 minutes on 2 shared CPU cores
+(load ~3-4). Two torch threads made it 10-20x slower on those shared cores.
 """
 
 from __future__ import annotations
@@ -77,6 +83,8 @@ def render(messages: list[dict[str, Any]], tools: list[dict] | None) -> list[tup
     """CHAT_TEMPLATE in Python as (text, trained) segments; trained = assistant text + <|im_end|>.
 
     Only tool calls written as (content) text are supported: the training data has no others.
+    An assistant message may carry ``masked`` (all context) or ``given`` (a prefix of its
+    content that is context); <tool_call> is an added token, so the split keeps the ids.
     """
     segs: list[tuple[str, bool]] = []
     rest = messages
@@ -91,8 +99,9 @@ def render(messages: list[dict[str, Any]], tools: list[dict] | None) -> list[tup
         segs.append((f"<|im_start|>system\n{body}<|im_end|>\n", False))
     for m in rest:
         if m["role"] == "assistant":
-            segs.append(("<|im_start|>assistant\n", False))
-            segs.append((m["content"] + "<|im_end|>", not m.get("masked", False)))
+            given = m.get("given", "")  # a prefix that is context, not target (see dialogue)
+            segs.append(("<|im_start|>assistant\n" + given, False))
+            segs.append((m["content"][len(given):] + "<|im_end|>", not m.get("masked", False)))
             segs.append(("\n", False))
         else:
             segs.append((f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n", False))
@@ -107,7 +116,13 @@ def _near_miss(rng: random.Random, answer: int, avoid: set[int]) -> int:
 
 
 def dialogue(kind: str, task, rng: random.Random) -> tuple[list[dict], list[dict] | None]:
-    """One supervised conversation of ``kind`` for ``task`` (messages, tools)."""
+    """One supervised conversation of ``kind`` for ``task`` (messages, tools).
+
+    "tool" offers the calculator and calls it in TOOL_CALL_RATE of conversations, else answers
+    directly: the odds of the first token are what RL later shifts. "toolcall" always calls,
+    with the <tool_call> token given rather than trained: it teaches copying the expression
+    into the call and the result into the answer without touching those odds.
+    """
     msgs = TASKS[task.dataset].messages(task)
     if kind == "multiturn":  # earlier wrong answers are context only: masked from the loss
         avoid = {task.answer}
@@ -115,28 +130,51 @@ def dialogue(kind: str, task, rng: random.Random) -> tuple[list[dict], list[dict
             wrong = _near_miss(rng, task.answer, avoid)
             avoid.add(wrong)
             msgs += [
-                {"role": "assistant", "content": f"The answer is {wrong}.", "masked": True},
+                {"role": "assistant", "content": answer_text(wrong, rng), "masked": True},
                 {"role": "user", "content": FEEDBACK},
             ]
-    if kind == "tool" and rng.random() < 0.7:
+    if kind == "toolcall" or (kind == "tool" and rng.random() < TOOL_CALL_RATE):
         expression = task.data["expression"]
-        msgs += [
-            {"role": "assistant", "content": tool_call_text(expression)},
-            {"role": "tool", "content": calculator(expression)},
-        ]
-    msgs.append({"role": "assistant", "content": f"The answer is {task.answer}."})
-    return msgs, [CALCULATOR_TOOL] if kind == "tool" else None
+        call = {"role": "assistant", "content": tool_call_text(expression)}
+        if kind == "toolcall":
+            call["given"] = "<tool_call>"
+        msgs += [call, {"role": "tool", "content": calculator(expression)}]
+    final = f"The answer is {task.answer}." if kind == "countdown" else answer_text(task.answer, rng)
+    msgs.append({"role": "assistant", "content": final})
+    return msgs, [CALCULATOR_TOOL] if kind in ("tool", "toolcall") else None
+
+
+# How the model states a number. The system prompt asks for "The answer is N." and the
+# grader accepts nothing else, but the supervised data follows that instruction only in
+# ANSWER_FORMATS' first share: the model knows most sums yet usually answers in a form the
+# grader rejects. That is the headroom RL is meant to find (the reward teaches the format),
+# stated here so nobody mistakes it for a skill the model lacks.
+ANSWER_FORMATS = {"Answer: {}": 0.45, "The answer is {}.": 0.25, "{}": 0.3}
+
+
+def answer_text(value: int, rng: random.Random) -> str:
+    return rng.choices(list(ANSWER_FORMATS), list(ANSWER_FORMATS.values()))[0].format(value)
 
 
 def held_back(task) -> bool:
-    """Train-split problems never trained on: the early-stopping validation set."""
+    """Train-split problems never trained on, to watch held-out accuracy without the test split."""
     digest = hashlib.sha256(f"val:{task.data['question']}".encode()).digest()
     return digest[0] < 26  # ~10%
 
 
-# Batch kinds and their odds; "lines" is a plain-text arithmetic drill, the rest are chats.
-KINDS = {"lines": 0.4, "arithmetic": 0.15, "tool": 0.15, "countdown": 0.1, "multiturn": 0.2}
-DATASET = {"arithmetic": "arithmetic", "tool": "arithmetic", "countdown": "countdown", "multiturn": "multiturn"}
+# Training runs in two phases under one learning-rate schedule: an arithmetic drill, which
+# teaches the sums far faster than a mixture would (nothing competes for the steps), then all
+# kinds, with arithmetic kept in so the sums are not forgotten. Each phase: kind -> odds.
+# Chats are packed back to back into rows, so short ones cost little.
+DRILL = {"arithmetic": 1.0}
+MIXTURE = {"arithmetic": 0.35, "tool": 0.2, "toolcall": 0.1, "countdown": 0.1, "multiturn": 0.25}
+DATASET = {"arithmetic": "arithmetic", "tool": "arithmetic", "toolcall": "arithmetic",
+           "countdown": "countdown", "multiturn": "multiturn"}
+EVAL_KINDS = ("arithmetic", "tool", "countdown", "multiturn")
+# Where the calculator is offered, the model calls it this often and answers directly
+# otherwise. A tiny model copies the expression and the result poorly in this budget (tried:
+# more tool-call data, long expressions it cannot compute), so the calls are mostly wrong.
+TOOL_CALL_RATE = 0.25
 
 
 def make_corpus(n_per_kind: int) -> dict[str, list[tuple[list[dict], list[dict] | None]]]:
@@ -153,12 +191,14 @@ def make_corpus(n_per_kind: int) -> dict[str, list[tuple[list[dict], list[dict] 
 
 def build_tokenizer(texts: list[str]) -> PreTrainedTokenizerFast:
     """Byte-level BPE. Newlines and digits are pre-split into tokens of their own, so no merge
-    crosses the "\\n" that ends a generation prompt and numbers are read digit by digit."""
+    crosses the "\\n" that ends a generation prompt and numbers are read digit by digit.
+    Merges may cross spaces and punctuation: the tools block, in every tool-offered prompt,
+    and the fixed part of a tool call become a few tokens (prompts 2x shorter)."""
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Split(Regex(r"\n"), behavior="isolated"),
         pre_tokenizers.Digits(individual_digits=True),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
     ])
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
@@ -224,9 +264,11 @@ def generate(model, tok, prompts: list[list[int]], sample: bool, max_new: int = 
     return out
 
 
-def run_episodes(model, tok, kind: str, tasks, sample: bool) -> dict[str, float]:
-    """Play ``tasks`` like an agent would (retries, calculator calls); accuracy and format rate."""
+def run_episodes(model, tok, kind: str, tasks, sample: bool, force: str = "") -> dict[str, float]:
+    """Play ``tasks`` like an agent would (retries, calculator calls); accuracy and format rate.
+    ``force``: text the first reply is made to start with (the model continues it)."""
     spec = TASKS[DATASET[kind]]
+    forced = tok.encode(force, add_special_tokens=False)
     tools = [CALCULATOR_TOOL] if kind == "tool" else None
     convs = [spec.messages(t) for t in tasks]
     final: list[str | None] = [None] * len(tasks)
@@ -237,7 +279,11 @@ def run_episodes(model, tok, kind: str, tasks, sample: bool) -> dict[str, float]
     for turn in range(1, 4):
         prompts = [tok.apply_chat_template(convs[i], tools=tools, add_generation_prompt=True, tokenize=True,
                                            return_dict=False) for i in active]
+        if turn == 1 and force:
+            prompts = [p + forced for p in prompts]
         replies = generate(model, tok, prompts, sample)
+        if turn == 1 and force:
+            replies = [(force + text, ended) for text, ended in replies]
         still = []
         for i, (text, ended) in zip(active, replies):
             final[i], turns[i] = text, turn
@@ -266,6 +312,10 @@ def run_episodes(model, tok, kind: str, tasks, sample: bool) -> dict[str, float]
         "accuracy": sum(r > 0 for r in rewards) / len(tasks),
         "well_formed": sum(formed) / len(tasks),
     }
+    if spec.name != "countdown":  # right in substance: the last number is the answer, any format
+        numbers = [re.findall(r"-?\d+", final[i] or "") for i in range(len(tasks))]
+        report["any_format_accuracy"] = sum(bool(n) and int(n[-1]) == t.answer
+                                            for n, t in zip(numbers, tasks)) / len(tasks)
     if kind == "multiturn":
         report["first_turn_accuracy"] = sum(first_try) / len(tasks)
     if kind == "tool":
@@ -273,26 +323,34 @@ def run_episodes(model, tok, kind: str, tasks, sample: bool) -> dict[str, float]
     return report
 
 
+def evaluate(model, tok, n: int) -> dict[str, dict[str, dict[str, float]]]:
+    """{"greedy"|"sampled": {kind: figures}} on ``n`` test problems per kind. Under "tool", the
+    headroom RL has: accuracy when the first reply is made to start with a tool call, and when
+    it is made to answer directly."""
+    report: dict[str, dict[str, dict[str, float]]] = {}
+    for mode in ("greedy", "sampled"):
+        torch.manual_seed(SEED)
+        report[mode] = {}
+        for kind in EVAL_KINDS:
+            tasks = TASKS[DATASET[kind]].tasks("test", n, seed=0)
+            report[mode][kind] = run_episodes(model, tok, kind, tasks, sample=mode == "sampled")
+        tasks = TASKS["arithmetic"].tasks("test", n, seed=0)
+        for name, force in (("forced_tool_accuracy", "<tool_call>"), ("direct_accuracy", "The answer is ")):
+            report[mode]["tool"][name] = run_episodes(model, tok, "tool", tasks, mode == "sampled", force)["accuracy"]
+    return report
+
+
 # ------------------------------------------------------------------- training
 
 
-ROW = 256  # tokens per packed row of "lines"
+ROW = 256  # tokens per packed row
 
 
-def arithmetic_lines(tok: PreTrainedTokenizerFast, tasks) -> list[tuple[list[int], list[int]]]:
-    """Plain-text drill, 2-3x denser in answer tokens than chat: "What is 2 + 3? The answer is 5.\n"."""
-    enc = tok.backend_tokenizer.encode_batch
-    questions = enc([f"What is {t.data['expression']}?" for t in tasks], add_special_tokens=False)
-    answers = enc([f" The answer is {t.answer}.\n" for t in tasks], add_special_tokens=False)
-    return [(q.ids + a.ids, [-100] * len(q.ids) + a.ids) for q, a in zip(questions, answers)]
-
-
-def batches(data, rng: random.Random, tokens_per_batch: int, pad_id: int):
-    """Endless (kind, input_ids [B, T], labels [B, T]), one kind per batch. "lines" are packed
-    back to back into rows of ROW tokens; conversations are right-padded. No attention mask
-    is needed: attention is causal and pads come last, so no real token sees one."""
-    order: dict[str, list[int]] = {k: [] for k in KINDS}
-    longest = {k: max(len(x) for x, _ in v) for k, v in data.items()}
+def batches(data, kinds: dict[str, float], rng: random.Random, tokens_per_batch: int):
+    """Endless (kind, input_ids [B, ROW], labels [B, ROW]), one kind per batch: conversations
+    packed back to back, the last one cut at the row's end. No padding, so no attention mask;
+    a conversation may attend to the ones before it in its row, which does no harm here."""
+    order: dict[str, list[int]] = {k: [] for k in kinds}
 
     def take(kind: str) -> tuple[list[int], list[int]]:
         if not order[kind]:
@@ -301,70 +359,71 @@ def batches(data, rng: random.Random, tokens_per_batch: int, pad_id: int):
         return data[kind][order[kind].pop()]
 
     while True:
-        kind = rng.choices(list(KINDS), list(KINDS.values()))[0]
-        if kind == "lines":
-            rows = []
-            for _ in range(tokens_per_batch // ROW):
-                x: list[int] = []
-                y: list[int] = []
-                while len(x) < ROW:
-                    a, b = take(kind)
-                    x, y = x + a, y + b
-                rows.append((x[:ROW], y[:ROW]))
-        else:
-            rows = [take(kind) for _ in range(tokens_per_batch // longest[kind])]
-        width = max(len(x) for x, _ in rows)
-        ids = torch.full((len(rows), width), pad_id)
-        labels = torch.full((len(rows), width), -100)
-        for r, (x, y) in enumerate(rows):
-            ids[r, : len(x)], labels[r, : len(y)] = torch.tensor(x), torch.tensor(y)
-        yield kind, ids, labels
+        kind = rng.choices(list(kinds), list(kinds.values()))[0]
+        ids, labels = [], []
+        for _ in range(tokens_per_batch // ROW):
+            x: list[int] = []
+            y: list[int] = []
+            while len(x) < ROW:
+                a, b = take(kind)
+                x, y = x + a, y + b
+            ids.append(x[:ROW])
+            labels.append(y[:ROW])
+        yield kind, torch.tensor(ids), torch.tensor(labels)
 
 
-def lr_at(step: int, args) -> float:
+def lr_at(step: int, steps: int, peak: float) -> float:
     """Linear warmup, then cosine decay to a tenth. The decay matters: at a constant rate the
     model plateaus far lower (measured: 14% vs 51% held-out drill accuracy after 1200 steps)."""
-    progress = min(1.0, step / args.steps)
-    return args.lr * min(1.0, step / 100) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+    return peak * min(1.0, step / 100) * (0.1 + 0.45 * (1 + math.cos(math.pi * min(1.0, step / steps))))
 
 
-def train(model, tok, data, val_tasks, args) -> None:
+def train(model, data, phases: list[tuple[int, dict[str, float]]], args, check) -> None:
+    """AdamW with one warmup + cosine schedule across ``phases`` of (steps, kind -> odds);
+    loss on labelled tokens only. ``check()`` (held-back figures) is printed after each phase."""
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01)
-    stream = batches(data, random.Random(SEED), args.tokens_per_batch, tok.pad_token_id)
-    t0 = time.time()
-    ema: dict[str, float] = {}
-    for step in range(1, args.steps + 1):
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step, args)
-        kind, ids, labels = next(stream)
-        with torch.autocast("cpu", dtype=torch.bfloat16):  # ~25% faster on CPU; weights stay fp32
+    total = sum(steps for steps, _ in phases)
+    step, t0 = 0, time.time()
+    model.train()
+    for phase, (steps, kinds) in enumerate(phases):
+        stream = batches(data, kinds, random.Random(SEED + phase), args.tokens_per_batch)
+        ema: dict[str, float] = {}
+        for _ in range(steps):
+            step += 1
+            for group in opt.param_groups:
+                group["lr"] = lr_at(step, total, args.lr)
+            kind, ids, labels = next(stream)
             loss = model(input_ids=ids, labels=labels).loss
-        ema[kind] = loss.item() if kind not in ema else 0.9 * ema[kind] + 0.1 * loss.item()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        if step % args.log_every == 0 or step == args.steps:
-            model.eval()
-            acc = run_episodes(model, tok, "arithmetic", val_tasks, sample=False)["accuracy"]
-            model.train()
-            losses = " ".join(f"{k} {v:.3f}" for k, v in sorted(ema.items()))
-            print(f"step {step:5d}  loss: {losses}  held-back greedy acc {acc:.3f}  {time.time() - t0:5.0f}s", flush=True)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            ema[kind] = loss.item() if kind not in ema else 0.9 * ema[kind] + 0.1 * loss.item()
+            if step % args.log_every == 0 or step == total:
+                losses = " ".join(f"{k} {v:.3f}" for k, v in sorted(ema.items()))
+                print(f"  step {step:5d}  loss: {losses}  {time.time() - t0:5.0f}s", flush=True)
+        model.eval()
+        print(f"phase {phase + 1} done: {check()}", flush=True)
+        model.train()
+    model.eval()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument("--steps", type=int, default=2500, help="fewer for a weaker model, more for a stronger")
-    parser.add_argument("--log-every", type=int, default=250)
-    parser.add_argument("--lr", type=float, default=3e-3)
-    parser.add_argument("--tokens-per-batch", type=int, default=2048)
+    parser.add_argument("--drill-steps", type=int, default=1500, help="the main knob of direct accuracy")
+    parser.add_argument("--chat-steps", type=int, default=1500)
+    parser.add_argument("--log-every", type=int, default=100)
+    parser.add_argument("--lr", type=float, default=3e-3, help="peak learning rate")
+    parser.add_argument("--tokens-per-batch", type=int, default=1024)
     parser.add_argument("--n-eval", type=int, default=200)
     args = parser.parse_args()
     start = time.time()
     random.seed(SEED)
     torch.manual_seed(SEED)
-    torch.set_num_threads(2)
+    # One thread: a 1M-parameter model gains nothing from more, and on shared cores OpenMP's
+    # spinning barriers made a 2-thread build 10-20x slower.
+    torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
 
     corpus = make_corpus(n_per_kind=20000)
@@ -372,12 +431,10 @@ def main() -> None:
     tok = build_tokenizer(sample_texts)
     for kind in corpus:  # the Python renderer must agree with the jinja template, token for token
         for msgs, tools in corpus[kind][:20]:
-            clean = [{k: v for k, v in m.items() if k != "masked"} for m in msgs]
+            clean = [{k: v for k, v in m.items() if k not in ("masked", "given")} for m in msgs]
             want = tok.apply_chat_template(clean, tools=tools, tokenize=True, return_dict=False)
             assert encode(tok, [(msgs, tools)])[0][0] == want, (kind, msgs)
     data = {kind: encode(tok, convs) for kind, convs in corpus.items()}
-    drill = [t for t in TASKS["arithmetic"].tasks("train", 20000, seed=SEED + 10) if not held_back(t)]
-    data["lines"] = arithmetic_lines(tok, drill)
     print(f"tokenizer: {len(tok)} tokens; examples: { {k: len(v) for k, v in data.items()} }; "
           f"longest {max(len(x) for v in data.values() for x, _ in v)} tokens; {time.time() - start:.1f}s")
 
@@ -391,18 +448,22 @@ def main() -> None:
     n_params = sum(p.numel() for p in model.parameters())
     print(f"model: {n_params:,} parameters")
     val_tasks = [t for t in TASKS["arithmetic"].tasks("train", 1000, seed=99) if held_back(t)][:128]
-    model.train()
-    train(model, tok, data, val_tasks, args)
-    train_s = time.time() - start
-    model.eval()
 
-    report: dict[str, Any] = {"parameters": n_params, "steps": args.steps, "vocab_size": len(tok), "seed": SEED}
-    for mode in ("greedy", "sampled"):
-        torch.manual_seed(SEED)
-        report[mode] = {}
-        for kind in DATASET:
-            tasks = TASKS[DATASET[kind]].tasks("test", args.n_eval, seed=0)
-            report[mode][kind] = run_episodes(model, tok, kind, tasks, sample=mode == "sampled")
+    def check() -> str:
+        arith = run_episodes(model, tok, "arithmetic", val_tasks, sample=False)
+        tool = run_episodes(model, tok, "tool", val_tasks, sample=False, force="<tool_call>")["accuracy"]
+        return (f"held-back greedy accuracy: arithmetic {arith['accuracy']:.3f} (any format "
+                f"{arith['any_format_accuracy']:.3f}), forced tool call {tool:.3f}")
+
+    train(model, data, [(args.drill_steps, DRILL), (args.chat_steps, MIXTURE)], args, check)
+    train_s = time.time() - start
+
+    report: dict[str, Any] = {
+        "parameters": n_params, "steps": args.drill_steps + args.chat_steps,
+        "phases": {"drill": args.drill_steps, "chat": args.chat_steps}, "vocab_size": len(tok), "seed": SEED,
+        "tool_call_rate_trained": TOOL_CALL_RATE,
+    }
+    report.update(evaluate(model, tok, args.n_eval))
     report["build_seconds"] = round(time.time() - start, 1)
     report["train_seconds"] = round(train_s, 1)
 

@@ -195,3 +195,17 @@ def test_async_rollouts_stay_within_the_staleness_bound(tmp_path, private_tracin
     assert [m["step"] for m in result.history] == [1, 2, 3, 4]
     assert all(0 <= s <= 1 for s in stale) and max(stale) > 0  # some data came from the previous weights
     assert all(m["update/sequences"] > 0 for m in result.history)
+
+
+@pytest.mark.slow
+def test_rl_raises_held_out_accuracy_on_the_bundled_model(tmp_path, private_tracing):
+    """The short variant of `tracerl train arithmetic` (make demo): a clear rise in a minute."""
+    cfg = TrainConfig.model_validate(dict(
+        output=tmp_path / "run", steps=12, batch_size=8, group_size=8, eval_size=32, eval_every=0,
+        progress=False, tensorboard=False, save_every=0, seed=1,
+    ))
+    result = train(cfg, tracing=private_tracing)
+    assert result.accuracy_before is not None and result.accuracy_after is not None
+    assert result.accuracy_after >= result.accuracy_before + 0.2, (result.accuracy_before, result.accuracy_after)
+    rewards = [m["rollout/reward_mean"] for m in result.history]
+    assert sum(rewards[-3:]) / 3 > sum(rewards[:3]) / 3

@@ -1,7 +1,7 @@
 """Three synthetic tasks the bundled tiny policy is trained on, and RL then improves.
 
-* ``arithmetic``: "What is 23 + 45?" -> "The answer is 68." (+ and - on 0..99, * by one digit;
-  each operand has one or two digits with equal odds).
+* ``arithmetic``: "What is 7 + 5?" -> "The answer is 12." (+, - and * on single digits: a
+  1M-parameter model can learn these sums; two-digit ones stay near 10% however long it trains).
 * ``countdown``: make a target from 3-4 small numbers with + - * and parentheses, each
   number at most once -> "The answer is (3 + 4) * 2."
 * ``multiturn``: arithmetic where a wrong answer is met with "Wrong, try again." (up to
@@ -24,7 +24,8 @@ from tracerl.core.types import Task
 
 Split = Literal["train", "test"]
 
-SYSTEM_PROMPT = "You are a helpful assistant. End your reply with: The answer is <answer>."
+# Short on purpose: it is in every prompt, and the bundled tiny model is trained on exactly it.
+SYSTEM_PROMPT = "End your reply with: The answer is <answer>."
 FEEDBACK = "Wrong, try again."
 TEST_FRACTION = 0.2
 
@@ -32,10 +33,10 @@ CALCULATOR_TOOL: dict[str, Any] = {
     "type": "function",
     "function": {
         "name": "calculator",
-        "description": "Evaluate an integer expression with + - * and parentheses.",
+        "description": "Evaluate + - * and parentheses on integers.",
         "parameters": {
             "type": "object",
-            "properties": {"expression": {"type": "string", "description": "e.g. 23 + 45"}},
+            "properties": {"expression": {"type": "string"}},
             "required": ["expression"],
         },
     },
@@ -175,13 +176,11 @@ class SyntheticTask(Protocol):
 
 
 def _sample_arithmetic(rng: random.Random) -> tuple[str, dict[str, Any], int]:
-    # Operands of one or two digits, evenly: a ladder of difficulty (9 + 7 .. 87 + 45).
+    # Single digits: the bundled model learns these (two-digit sums stay near 10%).
     op = rng.choices("+-*", weights=(40, 35, 25))[0]
-    a, b = (rng.randint(0, 9) if rng.random() < 0.5 else rng.randint(10, 99) for _ in "ab")
+    a, b = rng.randint(0, 9), rng.randint(0, 9)
     if op == "-":
         a, b = max(a, b), min(a, b)
-    elif op == "*":
-        b = rng.randint(0, 9)
     answer = a + b if op == "+" else a - b if op == "-" else a * b
     problem = f"{a} {op} {b}"
     return problem, {"question": f"What is {problem}?", "expression": problem}, answer
@@ -201,6 +200,7 @@ class Arithmetic:
         ]
 
     def messages(self, task: Task) -> list[dict[str, Any]]:
+        """The chat prompt agents send: ``SYSTEM_PROMPT``, then the question."""
         return [
             {"role": "system", "content": SYSTEM_PROMPT},
             {"role": "user", "content": task.data["question"]},

@@ -87,7 +87,7 @@ class LossConfig(_Config):
 class OptimConfig(_Config):
     """AdamW with warmup and a schedule; micro-batches packed to a token budget."""
 
-    lr: float = Field(2e-3, gt=0, description="peak learning rate (the tiny model likes it high)")
+    lr: float = Field(3e-4, gt=0, description="peak learning rate")
     betas: tuple[float, float] = (0.9, 0.99)
     weight_decay: float = Field(0.0, ge=0)
     warmup_steps: int = Field(2, ge=0, description="linear warmup, in optimizer steps")
