@@ -28,6 +28,7 @@ from tracerl.core.otel import Tracing, setup_tracing
 from tracerl.core.rollout import RolloutFunction, RolloutSettings
 from tracerl.core.store import SpanStore
 from tracerl.core.types import Episode, Task, Trajectory
+from tracerl.engines.torch_engine import SMALL_MODEL_PARAMS
 
 from . import checkpoint, lora
 from .batching import make_batch
@@ -156,6 +157,10 @@ def _setup(cfg: TrainConfig, agent: RolloutFunction | None, tracing: Tracing | N
     elif cfg.lora is not None:
         model = lora.apply(model, cfg.lora)
     tokenizer = AutoTokenizer.from_pretrained(base)
+    if not cfg.threads and device == "cpu" and model.num_parameters() < SMALL_MODEL_PARAMS:
+        # as in TorchEngine: more threads do not pay on tiny matrices, and with rollouts on the
+        # same cores (async, or other processes) OpenMP's spinning barriers cost 10-20x
+        torch.set_num_threads(1)
     ref_model = None
     if cfg.loss.kl_beta > 0:
         ref_model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32).to(device).eval()
