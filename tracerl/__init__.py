@@ -12,6 +12,11 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0.dev0"
 
 _EXPORTS: dict[str, str] = {
+    "TrainConfig": "tracerl.trainers.config",
+    "TrainResult": "tracerl.trainers.loop",
+    "train": "tracerl.trainers.loop",
+    "EvalReport": "tracerl.trainers.evaluate",
+    "evaluate": "tracerl.trainers.evaluate",
     "ConfigError": "tracerl.core.errors",
     "GatewayServer": "tracerl.gateway.server",
     "SamplingParams": "tracerl.engines.base",
@@ -52,6 +57,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "ConfigError",
     "Episode",
+    "EvalReport",
     "GatewayServer",
     "Message",
     "MissingDependencyError",
@@ -71,6 +77,8 @@ __all__ = [
     "ToolCall",
     "TorchEngine",
     "TracerlError",
+    "TrainConfig",
+    "TrainResult",
     "Trajectory",
     "TrajectoryGroup",
     "UpstreamEngine",
@@ -79,11 +87,13 @@ __all__ = [
     "episode_from_spans",
     "episodes_from_sessions",
     "episodes_from_store",
+    "evaluate",
     "group_trajectories",
     "instrument",
     "rollout",
     "session",
     "setup_tracing",
+    "train",
     "uninstrument",
 ]
 
@@ -138,3 +148,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from tracerl.engines.torch_engine import TorchEngine
     from tracerl.engines.upstream import UpstreamEngine
     from tracerl.gateway.server import GatewayServer
+    from tracerl.trainers.config import TrainConfig
+    from tracerl.trainers.evaluate import EvalReport, evaluate
+    from tracerl.trainers.loop import TrainResult, train
