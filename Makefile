@@ -21,6 +21,7 @@ $(STAMP): pyproject.toml
 # RL on the bundled tiny model through the LangGraph math agent (CPU, a few minutes): prints
 # the held-out accuracy before, the reward rising, and the accuracy after.
 demo: $(STAMP)
+	rm -rf runs/demo
 	$(VENV)/bin/tracerl train arithmetic --agent examples/math_agent_langgraph.py:solve --output runs/demo
 
 lint: $(STAMP)

@@ -209,3 +209,15 @@ def test_rl_raises_held_out_accuracy_on_the_bundled_model(tmp_path, private_trac
     assert result.accuracy_after >= result.accuracy_before + 0.2, (result.accuracy_before, result.accuracy_after)
     rewards = [m["rollout/reward_mean"] for m in result.history]
     assert sum(rewards[-3:]) / 3 > sum(rewards[:3]) / 3
+
+
+def test_a_fresh_run_refuses_a_folder_with_checkpoints(tmp_path):
+    from tracerl.core.errors import ConfigError
+
+    old = tmp_path / "run" / "checkpoints" / "step-000003"
+    old.mkdir(parents=True)
+    (old / checkpoint.STATE_FILE).write_bytes(b"previous run")
+    with pytest.raises(ConfigError, match="--resume"):
+        train(small(tmp_path))
+    assert (old / checkpoint.STATE_FILE).read_bytes() == b"previous run"
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()

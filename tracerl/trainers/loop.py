@@ -142,10 +142,13 @@ def _setup(cfg: TrainConfig, agent: RolloutFunction | None, tracing: Tracing | N
         torch.use_deterministic_algorithms(True)
     spec = tasks.get(cfg.task)
     agent = agent or load_agent(cfg.agent or spec.default_agent)
+    base = str(cfg.model or tiny_model_path())
+    if not cfg.resume and checkpoint.latest(cfg.output / "checkpoints") is not None:
+        raise ConfigError(f"{cfg.output} holds a previous run's checkpoints; pass --resume to continue it, "
+                          "or choose another --output (nothing there was changed)")
+    found = checkpoint.latest(cfg.output / "checkpoints") if cfg.resume else None
     cfg.output.mkdir(parents=True, exist_ok=True)
     (cfg.output / "config.json").write_text(cfg.model_dump_json(indent=2))
-    base = str(cfg.model or tiny_model_path())
-    found = checkpoint.latest(cfg.output / "checkpoints") if cfg.resume else None
     if cfg.resume and found is None:
         log.warning("--resume: no checkpoint in %s, starting from step 0", cfg.output)
     device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
