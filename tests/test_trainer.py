@@ -221,3 +221,25 @@ def test_a_fresh_run_refuses_a_folder_with_checkpoints(tmp_path):
         train(small(tmp_path))
     assert (old / checkpoint.STATE_FILE).read_bytes() == b"previous run"
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+def test_trainer_logprobs_match_the_engines_at_the_sampling_temperature(tiny_engine):
+    """The importance ratio starts at 1: the trainer's log-probs of sampled tokens equal the
+    engine's (same model, same temperature) to 1e-4."""
+    from transformers import AutoModelForCausalLM
+
+    from tracerl.engines.base import SamplingParams
+    from tracerl.models import tiny_model_path
+    from tracerl.trainers.losses import token_logprobs
+
+    tok = tiny_engine.tokenizer
+    prompt = list(tok.apply_chat_template([{"role": "user", "content": "What is 3 + 4?"}],
+                                          add_generation_prompt=True, tokenize=True, return_dict=False))
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path()).eval()
+    for temperature in (1.0, 0.7):
+        gen = tiny_engine.generate_sync(prompt, SamplingParams(max_tokens=12, temperature=temperature, seed=5))[0]
+        ids = torch.tensor([prompt + gen.token_ids])
+        with torch.no_grad():
+            lp = token_logprobs(model(input_ids=ids[:, :-1]).logits, ids[:, 1:], temperature=temperature)
+        mine = lp[0, len(prompt) - 1:]
+        assert torch.allclose(mine, torch.tensor(gen.logprobs), atol=1e-4), (mine, gen.logprobs)
