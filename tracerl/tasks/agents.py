@@ -37,11 +37,22 @@ def _body(config: RolloutConfig, messages: list[dict[str, Any]], tools: list[dic
     return body
 
 
-def _client(config: RolloutConfig) -> Any:
+def chat_client(config: RolloutConfig) -> Any:
+    """An HTTP client for the episode's session URL."""
     import httpx
 
     return httpx.Client(base_url=config.base_url, headers={"Authorization": f"Bearer {config.api_key}"},
                         timeout=120.0)
+
+
+def chat_turn(http: Any, config: RolloutConfig, messages: list[dict[str, Any]], tools: list[dict] | None,
+              n_call: int) -> dict[str, Any]:
+    """One chat completion; the reply is appended to ``messages`` and returned."""
+    reply = http.post("/chat/completions", json=_body(config, messages, tools, n_call))
+    reply.raise_for_status()
+    message = reply.json()["choices"][0]["message"]
+    messages.append({k: v for k, v in message.items() if k in ("role", "content", "tool_calls")})
+    return message
 
 
 @rollout
@@ -51,13 +62,10 @@ def math_agent(task: Task, config: RolloutConfig) -> dict[str, Any]:
     tools = [CALCULATOR_TOOL] if spec.name == "arithmetic" else None
     messages = spec.messages(task)
     text, turns, calls = None, 0, 0
-    with _client(config) as http:
+    with chat_client(config) as http:
         while True:
-            reply = http.post("/chat/completions", json=_body(config, messages, tools, calls))
-            reply.raise_for_status()
+            message = chat_turn(http, config, messages, tools, calls)
             calls += 1
-            message = reply.json()["choices"][0]["message"]
-            messages.append({k: v for k, v in message.items() if k in ("role", "content", "tool_calls")})
             if message.get("tool_calls") and calls <= MAX_TOOL_CALLS:
                 messages += [{"role": "tool", "tool_call_id": c.get("id"), "content": _tool_result(c)}
                              for c in message["tool_calls"]]

@@ -16,17 +16,9 @@ from typing import Any
 from tracerl.core.rollout import RolloutConfig, rollout
 from tracerl.core.types import Task
 
-from .agents import _body, _client
+from .agents import chat_client, chat_turn
 
 MAX_TOOL_CALLS = 4
-
-
-def _post(http: Any, config: RolloutConfig, messages: list[dict[str, Any]], tools: list | None, n: int) -> dict:
-    reply = http.post("/chat/completions", json=_body(config, messages, tools, n))
-    reply.raise_for_status()
-    message = reply.json()["choices"][0]["message"]
-    messages.append({k: v for k, v in message.items() if k in ("role", "content", "tool_calls")})
-    return message
 
 
 def _tool_results(spec: Any, task: Task, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -50,9 +42,9 @@ def chat_agent(task: Task, config: RolloutConfig) -> dict[str, Any]:
     messages = spec.messages(task)
     tools = spec.tools(task)
     text, turns, calls = None, 0, 0
-    with _client(config) as http:
+    with chat_client(config) as http:
         while True:
-            message = _post(http, config, messages, tools, calls)
+            message = chat_turn(http, config, messages, tools, calls)
             calls += 1
             if message.get("tool_calls") and calls <= MAX_TOOL_CALLS:
                 messages += _tool_results(spec, task, message["tool_calls"])
@@ -74,9 +66,9 @@ def frozenlake_agent(task: Task, config: RolloutConfig) -> dict[str, Any]:
     game = get(task.dataset or "frozenlake").source
     messages = game.messages(task)
     replies: list[str] = []
-    with _client(config) as http:
+    with chat_client(config) as http:
         for turn in range(game.max_turns):
-            replies.append(_post(http, config, messages, None, turn).get("content") or "")
+            replies.append(chat_turn(http, config, messages, None, turn).get("content") or "")
             observation, done = game.observe(task, "\n".join(replies))
             if done:
                 break

@@ -33,7 +33,9 @@ def load_agent(spec: str) -> RolloutFunction:
         if not path.is_file():
             raise ConfigError(f"agent file {path} does not exist")
         # Examples import their neighbours (``from common import ...``): put the folder first.
-        sys.path.insert(0, str(path.parent.resolve()))
+        folder = str(path.parent.resolve())
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
         module_name = f"tracerl_agent_{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]}"
         loader = importlib.util.spec_from_file_location(module_name, path)
         if loader is None or loader.loader is None:
