@@ -10,6 +10,7 @@ task's feedback as a new user turn until the answer is right or the turns run ou
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from tracerl.core.rollout import RolloutConfig, rollout
@@ -55,20 +56,20 @@ def chat_turn(http: Any, config: RolloutConfig, messages: list[dict[str, Any]], 
     return message
 
 
-@rollout
-def math_agent(task: Task, config: RolloutConfig) -> dict[str, Any]:
-    """Solve one synthetic task; returns the reward and whether the last answer is right."""
-    spec = TASKS[task.dataset or "arithmetic"]
-    tools = [CALCULATOR_TOOL] if spec.name == "arithmetic" else None
+def chat_loop(
+    task: Task, config: RolloutConfig, spec: Any, tools: list[dict] | None,
+    tool_results: Callable[[list[dict[str, Any]]], list[dict[str, Any]]], max_tool_calls: int,
+) -> dict[str, Any]:
+    """Chat until the answer stands: tool calls (at most ``max_tool_calls``) are answered with
+    ``tool_results``, ``spec.feedback`` becomes a new user turn. Returns reward and correctness."""
     messages = spec.messages(task)
     text, turns, calls = None, 0, 0
     with chat_client(config) as http:
         while True:
             message = chat_turn(http, config, messages, tools, calls)
             calls += 1
-            if message.get("tool_calls") and calls <= MAX_TOOL_CALLS:
-                messages += [{"role": "tool", "tool_call_id": c.get("id"), "content": _tool_result(c)}
-                             for c in message["tool_calls"]]
+            if message.get("tool_calls") and calls <= max_tool_calls:
+                messages += tool_results(message["tool_calls"])
                 continue
             turns += 1
             text = message.get("content")
@@ -76,4 +77,16 @@ def math_agent(task: Task, config: RolloutConfig) -> dict[str, Any]:
             if feedback is None:
                 break
             messages.append({"role": "user", "content": feedback})
-    return {"reward": spec.reward(task, text, turns), "is_correct": spec.is_correct(task, text)}  # type: ignore[attr-defined]
+    return {"reward": spec.reward(task, text, turns), "is_correct": spec.is_correct(task, text)}
+
+
+@rollout
+def math_agent(task: Task, config: RolloutConfig) -> dict[str, Any]:
+    """Solve one synthetic task; returns the reward and whether the last answer is right."""
+    spec = TASKS[task.dataset or "arithmetic"]
+    tools = [CALCULATOR_TOOL] if spec.name == "arithmetic" else None
+
+    def results(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{"role": "tool", "tool_call_id": c.get("id"), "content": _tool_result(c)} for c in calls]
+
+    return chat_loop(task, config, spec, tools, results, MAX_TOOL_CALLS)

@@ -16,7 +16,7 @@ from typing import Any
 from tracerl.core.rollout import RolloutConfig, rollout
 from tracerl.core.types import Task
 
-from .agents import chat_client, chat_turn
+from .agents import chat_client, chat_loop, chat_turn
 
 MAX_TOOL_CALLS = 4
 
@@ -39,23 +39,8 @@ def chat_agent(task: Task, config: RolloutConfig) -> dict[str, Any]:
     from . import get
 
     spec = get(task.dataset or "")
-    messages = spec.messages(task)
-    tools = spec.tools(task)
-    text, turns, calls = None, 0, 0
-    with chat_client(config) as http:
-        while True:
-            message = chat_turn(http, config, messages, tools, calls)
-            calls += 1
-            if message.get("tool_calls") and calls <= MAX_TOOL_CALLS:
-                messages += _tool_results(spec, task, message["tool_calls"])
-                continue
-            turns += 1
-            text = message.get("content")
-            feedback = spec.feedback(task, text, turns)
-            if feedback is None:
-                break
-            messages.append({"role": "user", "content": feedback})
-    return {"reward": spec.reward(task, text, turns), "is_correct": spec.is_correct(task, text)}
+    return chat_loop(task, config, spec, spec.tools(task),
+                     lambda calls: _tool_results(spec, task, calls), MAX_TOOL_CALLS)
 
 
 @rollout
