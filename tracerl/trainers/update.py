@@ -64,6 +64,7 @@ def policy_update(
             mb["old_logprobs"] = _forward_logprobs(model, mb, temperature)[0] if cfg.optim.epochs > 1 else None
             if ref_model is not None and cfg.loss.kl_beta > 0:
                 mb["ref_logprobs"] = _forward_logprobs(ref_model, mb, temperature)[0]
+    masked = max(1.0, sum(float(b["mask"].sum()) for b in batches))  # token-mean metric weights
     sums: dict[str, float] = {}
     for _epoch in range(cfg.optim.epochs):
         for mb in batches:
@@ -77,7 +78,7 @@ def policy_update(
                 tis_cap=cfg.loss.tis_cap, normalizer=norm,
             )
             loss.backward()
-            weight = float(mb["mask"].sum()) / max(1.0, sum(float(b["mask"].sum()) for b in batches))
+            weight = float(mb["mask"].sum()) / masked
             metrics["stats/entropy"] = entropy(logits.detach(), mb["mask"])
             for key, value in metrics.items():
                 # the losses are already shares of the batch loss; the rest are token means
