@@ -201,8 +201,9 @@ class Mode:
 
 def callbacks_only(reps: int = 7, n: int = 1000) -> None:
     """CPU of the adapters' own code per LLM call, without the framework or HTTP: the LangChain
-    handler's callbacks for one LangGraph node's call (workflow, node, internal run and chat
-    run: 3 spans) and the LiteLLM logger's (1 span), fed recorded-shaped inputs; spans go
+    handler's callbacks for one LangGraph node's call (by default the chat run: 1 span; with
+    ``chains=True`` also the workflow, node and an internal run: 3 spans) and the LiteLLM
+    logger's (1 span), fed recorded-shaped inputs; spans go
     through a BatchSpanProcessor into a SQLite store as in real use. Min and median of ``reps``."""
     import datetime
     import gc
@@ -227,21 +228,29 @@ def callbacks_only(reps: int = 7, n: int = 1000) -> None:
         "The answer is 42.", response_metadata=meta, usage_metadata={"input_tokens": 9, "output_tokens": 6,
                                                                      "total_tokens": 15}))]],
         llm_output={"id": "chatcmpl-1", "model_name": "m"})
-    handler = TracerlCallbackHandler(_common.tracer(tracing, "langchain"))
     run_ids = [uuid.uuid4() for _ in range(4 * n)]
 
-    def langchain_call(i: int) -> None:
-        wf, node, inner, llm = run_ids[4 * (i % n): 4 * (i % n) + 4]
-        handler.on_chain_start({}, {}, run_id=wf, name="LangGraph")
-        handler.on_chain_start({}, {}, run_id=node, parent_run_id=wf, name="agent",
-                               metadata={"langgraph_node": "agent", "langgraph_step": 1})
-        handler.on_chain_start({}, {}, run_id=inner, parent_run_id=node, name=None)
-        handler.on_chat_model_start({}, [chat], run_id=llm, parent_run_id=inner,
-                                    metadata={"langgraph_node": "agent", "ls_provider": "openai"},
-                                    invocation_params={"model": "m", "temperature": 0.0, "tools": TOOLS})
-        handler.on_llm_end(result, run_id=llm)
-        for run_id in (inner, node, wf):
-            handler.on_chain_end({}, run_id=run_id)
+    def langchain_caller(chains: bool) -> Callable[[int], None]:
+        handler = TracerlCallbackHandler(_common.tracer(tracing, "langchain"), chains=chains)
+
+        def call(i: int) -> None:
+            wf, node, inner, llm = run_ids[4 * (i % n): 4 * (i % n) + 4]
+            # LangChain's dispatch asks ignore_chain before every chain event, as here
+            if not handler.ignore_chain:
+                handler.on_chain_start({}, {}, run_id=wf, name="LangGraph")
+                handler.on_chain_start({}, {}, run_id=node, parent_run_id=wf, name="agent",
+                                       metadata={"langgraph_node": "agent", "langgraph_step": 1})
+                handler.on_chain_start({}, {}, run_id=inner, parent_run_id=node, name=None)
+            handler.on_chat_model_start({}, [chat], run_id=llm, parent_run_id=inner,
+                                        metadata={"langgraph_node": "agent", "langgraph_step": 1,
+                                                  "ls_provider": "openai"},
+                                        invocation_params={"model": "m", "temperature": 0.0, "tools": TOOLS})
+            handler.on_llm_end(result, run_id=llm)
+            if not handler.ignore_chain:
+                for run_id in (inner, node, wf):
+                    handler.on_chain_end({}, run_id=run_id)
+
+        return call
 
     logger = TracerlLiteLLMLogger(_common.tracer(tracing, "litellm"))
     messages = [{"role": "system", "content": "You are a helpful assistant."},
@@ -265,7 +274,9 @@ def callbacks_only(reps: int = 7, n: int = 1000) -> None:
 
     print(f"adapter callbacks alone: {reps} x {n} calls; CPU us per LLM call (min / median), callbacks, "
           "and callbacks + span export")
-    for name, fn in (("langchain/langgraph", langchain_call), ("litellm", litellm_call)):
+    cases = (("langchain (default)", langchain_caller(False)), ("langchain chains=True", langchain_caller(True)),
+             ("litellm", litellm_call))
+    for name, fn in cases:
         for i in range(300):
             fn(i)
         tracing.flush()

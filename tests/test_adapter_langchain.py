@@ -108,3 +108,65 @@ def test_uninstrument_restores_langchain_exactly(tracing):
 def test_unknown_framework_is_a_clear_error():
     with pytest.raises(tracerl.ConfigError, match="unknown framework 'crewai'"):
         tracerl.instrument("crewai")
+
+
+def _adapter_spans(tracing, session_id):
+    spans = next(iter(tracing.stores.values())).spans(session_id=session_id)
+    return [s for s in spans if s.scope and s.scope.endswith("langchain")]
+
+
+def test_default_writes_llm_and_tool_spans_only_with_node_and_step(tracing, instrumented):
+    with ScriptedServer(calculator_script, tracer_provider=tracing.provider) as server:
+        @tracerl.rollout
+        def solve(task, config):
+            _solver_judge(server.url + "/v1").invoke({"question": task.data["q"]})
+
+        ep = solve({"id": "t3", "data": {"q": "What is 2+3?"}}, tracing=tracing)
+    mine = _adapter_spans(tracing, ep.id)
+    assert sorted(s.name for s in mine) == ["chat scripted", "chat scripted"]
+    assert [(s.attributes["tracerl.node.name"], s.attributes["tracerl.node.step"]) for s in
+            sorted(mine, key=lambda s: s.start_ns)] == [("solver", 1), ("judge", 2)]
+    assert [s.metadata["node_step"] for s in ep.steps] == [1, 2]
+
+
+def test_chains_option_adds_workflow_and_node_spans(tracing):
+    tracerl.instrument("all", tracer_provider=tracing.provider, chains=True)  # LiteLLM etc. ignore it
+    try:
+        with ScriptedServer(calculator_script, tracer_provider=tracing.provider) as server:
+            @tracerl.rollout
+            def solve(task, config):
+                _solver_judge(server.url + "/v1").invoke({"question": task.data["q"]})
+
+            ep = solve({"id": "t4", "data": {"q": "What is 2+3?"}}, tracing=tracing)
+    finally:
+        tracerl.uninstrument("all")
+    spans = {s.span_id: s for s in _adapter_spans(tracing, ep.id)}
+    names = sorted(s.name for s in spans.values())
+    assert names == ["chat scripted", "chat scripted", "invoke_workflow LangGraph", "node judge", "node solver"]
+    for chat in (s for s in spans.values() if s.name.startswith("chat")):
+        assert spans[chat.parent_span_id].name == f"node {chat.attributes['tracerl.node.name']}"
+    assert [t.name for t in ep.trajectories] == ["solver", "judge"]
+
+
+def test_an_option_no_adapter_takes_is_a_clear_error():
+    with pytest.raises(tracerl.ConfigError, match=r"unknown option\(s\) \['chains'\]"):
+        tracerl.instrument("litellm", chains=True)
+
+
+def test_a_message_edited_between_calls_is_recorded_as_edited(tracing, instrumented):
+    from langchain_core.messages import HumanMessage
+    from langchain_openai import ChatOpenAI
+
+    with ScriptedServer(calculator_script, tracer_provider=tracing.provider) as server:
+        @tracerl.rollout
+        def solve(task, config):
+            llm = ChatOpenAI(model="scripted", base_url=server.url + "/v1", api_key="x")
+            question = HumanMessage("What is 2+3?")
+            llm.invoke([question])
+            question.content = "What is 4+4?"  # same object, new content
+            llm.invoke([question])
+
+        ep = solve({"id": "t5", "data": {}}, tracing=tracing)
+    mine = sorted(_adapter_spans(tracing, ep.id), key=lambda s: s.start_ns)
+    assert ["2+3" in s.attributes["gen_ai.input.messages"] for s in mine] == [True, False]
+    assert "4+4" in mine[1].attributes["gen_ai.input.messages"]

@@ -266,3 +266,17 @@ def test_four_processes_write_one_file_while_another_reads(tmp_path: Path) -> No
         assert store.check() == "ok"
         assert len(store.sessions()) == WRITERS * BATCHES
         assert store.duplicates == 0
+
+
+@pytest.mark.parametrize("value", [
+    [-0.5, float("-inf"), -1.25],  # a log-probability of -inf is data
+    [1, 2, float("nan")],  # a float hiding in an int list
+    [[0.5, float("inf")]],
+    {"nested": [0.0, float("-inf")]},
+])
+def test_non_finite_numbers_survive_the_store(tmp_path, value):
+    store = SpanStore(tmp_path / "s.db")
+    store.add([rec(T1, 1, 100, session="s", logprobs=value, ids=list(range(5000)), text="é")])
+    (back,) = store.spans(session_id="s")
+    assert repr(back.attributes["logprobs"]) == repr(value)
+    assert back.attributes["ids"] == list(range(5000)) and back.attributes["text"] == "é"

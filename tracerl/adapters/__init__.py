@@ -11,6 +11,7 @@ through the app's own TracerProvider when it has one.
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Any
 
 from tracerl.core.errors import ConfigError
@@ -35,9 +36,19 @@ def _modules(framework: str) -> list[Any]:
 
 
 def instrument(framework: str = "all", **options: Any) -> None:
-    """Instrument ``framework`` ("all": every adapter whose framework is installed)."""
-    for module in _modules_installed(framework):
-        module.instrument(**options)
+    """Instrument ``framework`` ("all": every adapter whose framework is installed).
+
+    Options every adapter takes: ``store``, ``otlp_endpoint``, ``tracer_provider``,
+    ``propagate``. An adapter-specific one (``chains=True`` for LangChain/LangGraph) goes to
+    the adapters that take it; one that no selected adapter takes is an error."""
+    modules = _modules_installed(framework)
+    accepted = [set(inspect.signature(m.instrument).parameters) for m in modules]
+    unknown = sorted(set(options) - set().union(*accepted)) if modules else []
+    if unknown:
+        raise ConfigError(f"tracerl.instrument({framework!r}) got unknown option(s) {unknown}; "
+                          f"the options are {sorted(set().union(*accepted))}")
+    for module, names in zip(modules, accepted):
+        module.instrument(**{k: v for k, v in options.items() if k in names})
 
 
 def uninstrument(framework: str = "all") -> None:

@@ -5,12 +5,19 @@ configure hook (``langchain_core.tracers.context.register_configure_hook``), so 
 runnable invoked anywhere in the process reports to it, LangGraph graphs included; nothing is
 monkey-patched. Spans written:
 
-* ``invoke_workflow {name}`` for each top-level run (a graph or chain invocation);
-* ``node {name}`` for each LangGraph node run, with ``tracerl.node.name`` and the step;
 * ``chat {model}`` per chat-model call (GenAI attributes: messages, tools, model, usage,
-  response id, finish reason; plus ``tracerl.node.name`` and, when the run's metadata has
-  ``tracerl_agent``, ``tracerl.agent.name``), current while the HTTP call is made;
-* ``execute_tool {name}`` per tool run.
+  response id, finish reason; the LangGraph node as ``tracerl.node.name`` and
+  ``tracerl.node.step``; ``tracerl.agent.name`` when the run's metadata has
+  ``tracerl_agent``), current while the HTTP call is made;
+* ``execute_tool {name}`` per tool run;
+* with ``instrument(chains=True)`` only: ``invoke_workflow {name}`` for each top-level run
+  (a graph or chain invocation) and ``node {name}`` for each LangGraph node run.
+
+Chain spans are off by default because training needs none of them (the chat span already
+names its node and step) and they are most of the cost: a LangGraph node call with them is
+three spans and LangChain dispatching every chain event to us; without them LangChain skips
+the handler for chain events (``ignore_chain``) and one span remains. See
+bench/instrument_overhead.py.
 
 Name a role explicitly with ``config={"metadata": {"tracerl_agent": "judge"}}``; otherwise
 the converter names trajectories after the LangGraph node that made the call.
@@ -19,9 +26,9 @@ the converter names trajectories after the LangGraph node that made the call.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import threading
+import weakref
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +38,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from tracerl.core import _json
 from tracerl.core import semconv as sc
 from tracerl.core.types import Message
 
@@ -71,11 +79,42 @@ def to_message(m: Any) -> Message:
     # (tool_call_id on a HumanMessage) goes through pydantic's raising __getattr__ (1.8 us).
     fields = vars(m) if hasattr(m, "__dict__") else {}
     role = _ROLES.get(getattr(m, "type", "human"), "user")
-    calls = [_common.tool_call(tc.get("id"), tc.get("name", ""), json.dumps(tc.get("args", {})))
+    calls = [_common.tool_call(tc.get("id"), tc.get("name", ""), _json.dumps(tc.get("args", {})))
              for tc in fields.get("tool_calls") or ()]
     content = _text(m.content)
     return _common.message(role, content if isinstance(content, str) else None, calls, name=fields.get("name"),
                            tool_call_id=fields.get("tool_call_id"))
+
+
+class _MessageJson:
+    """Each LangChain message's GenAI JSON, computed once per message object.
+
+    A conversation's messages are the same objects from call to call (LangGraph state, a
+    user's message list), and every call records the whole conversation: without this the
+    adapter's cost per call grows with the conversation (~4 us per message per call). An
+    entry dies with its message (weak reference), and is recomputed if the message's content
+    or tool calls were replaced since."""
+
+    def __init__(self) -> None:
+        self._cache: dict[int, tuple[Any, Any, Any, str]] = {}
+
+    def fragment(self, m: Any) -> str:
+        key = id(m)
+        fields = vars(m) if hasattr(m, "__dict__") else {}
+        content, calls = fields.get("content"), fields.get("tool_calls")
+        hit = self._cache.get(key)
+        if hit is not None and hit[0]() is m and hit[1] is content and hit[2] is calls:
+            return hit[3]
+        frag = sc.genai_message_json([to_message(m)])[1:-1]
+        try:
+            ref = weakref.ref(m, lambda _, k=key, c=self._cache: c.pop(k, None))
+        except TypeError:  # not weak-referenceable: not cached
+            return frag
+        self._cache[key] = (ref, content, calls, frag)
+        return frag
+
+    def json(self, messages: Any) -> str:
+        return "[" + ",".join([self.fragment(m) for m in messages]) + "]"
 
 
 class TracerlCallbackHandler(BaseCallbackHandler):
@@ -84,10 +123,30 @@ class TracerlCallbackHandler(BaseCallbackHandler):
     run_inline = True  # run in the caller's task/thread, so our span is current for the HTTP call
     raise_error = False
 
-    def __init__(self, tracer: trace.Tracer):
+    def __init__(self, tracer: trace.Tracer, *, chains: bool = False):
         self._tracer = tracer
+        self._chains = chains
         self._runs: dict[UUID, _Run] = {}
         self._lock = threading.Lock()
+        self._messages = _MessageJson()
+
+    # LangChain asks these before dispatching an event to a handler: events we ignore cost
+    # it one attribute read instead of a call.
+    @property
+    def ignore_chain(self) -> bool:
+        return not self._chains
+
+    @property
+    def ignore_retriever(self) -> bool:
+        return True
+
+    @property
+    def ignore_retry(self) -> bool:
+        return True
+
+    @property
+    def ignore_custom_event(self) -> bool:
+        return True
 
     # -- bookkeeping ------------------------------------------------------------------
 
@@ -172,15 +231,17 @@ class TracerlCallbackHandler(BaseCallbackHandler):
             "gen_ai.operation.name": "chat",
             "gen_ai.provider.name": str(metadata.get("ls_provider") or "unknown"),
             "gen_ai.request.model": str(model),
-            "gen_ai.input.messages": sc.genai_message_json([to_message(m) for m in (messages[0] if messages else [])]),
+            "gen_ai.input.messages": self._messages.json(messages[0] if messages else ()),
         }
         for key in ("temperature", "top_p", "max_tokens"):
             if isinstance(params.get(key), (int, float)):
                 attrs[f"gen_ai.request.{key}"] = params[key]
         if params.get("tools"):
-            attrs["gen_ai.tool.definitions"] = json.dumps(params["tools"], separators=(",", ":"), default=str)
+            attrs["gen_ai.tool.definitions"] = _json.dumps(params["tools"])
         if metadata.get("langgraph_node"):
             attrs[sc.NODE_NAME] = str(metadata["langgraph_node"])
+            if isinstance(metadata.get("langgraph_step"), int):
+                attrs[sc.NODE_STEP] = metadata["langgraph_step"]
         if metadata.get("tracerl_agent"):
             attrs[sc.AGENT_NAME] = str(metadata["tracerl_agent"])
         self._start(run_id, parent_run_id, f"chat {model}", SpanKind.CLIENT, attrs, current=True)
@@ -193,7 +254,7 @@ class TracerlCallbackHandler(BaseCallbackHandler):
                                  parent_run_id=parent_run_id, **kwargs)
 
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        self._end(run_id, _result_attributes(response))
+        self._end(run_id, _result_attributes(response, self._messages))
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._end(run_id, error=error)
@@ -215,7 +276,7 @@ class TracerlCallbackHandler(BaseCallbackHandler):
         self._end(run_id, error=error)
 
 
-def _result_attributes(response: Any) -> dict[str, Any]:
+def _result_attributes(response: Any, cache: _MessageJson) -> dict[str, Any]:
     """GenAI response attributes from an LLMResult."""
     attrs: dict[str, Any] = {}
     gens = response.generations[0] if getattr(response, "generations", None) else []
@@ -226,9 +287,10 @@ def _result_attributes(response: Any) -> dict[str, Any]:
     message = getattr(gen, "message", None)
     info = getattr(gen, "generation_info", None) or {}
     meta = getattr(message, "response_metadata", None) or {}
-    out = to_message(message) if message is not None else Message(role="assistant", content=gen.text)
     finish = info.get("finish_reason") or meta.get("finish_reason")
-    attrs["gen_ai.output.messages"] = sc.genai_message_json([out])
+    # the reply is usually the next call's input: its cached JSON serves both
+    attrs["gen_ai.output.messages"] = (cache.json((message,)) if message is not None else
+                                       sc.genai_message_json([Message(role="assistant", content=gen.text)]))
     if finish:
         attrs["gen_ai.response.finish_reasons"] = [str(finish)]
     response_id = llm_output.get("id") or meta.get("id")
@@ -250,15 +312,16 @@ _state: dict[str, Any] = {}
 
 
 def instrument(*, store: Any = None, otlp_endpoint: str | None = None, tracer_provider: Any = None,
-               propagate: bool = True) -> None:
-    """Report every LangChain/LangGraph run in this process as spans. Idempotent."""
+               propagate: bool = True, chains: bool = False) -> None:
+    """Report every LangChain/LangGraph LLM call and tool run in this process as spans, and
+    with ``chains=True`` the graph and node runs too. Idempotent."""
     from langchain_core.tracers.context import _configure_hooks, register_configure_hook
 
     if _state:
         log.info("tracerl: LangChain is already instrumented")
         return
     tracing = _common.tracing_for(store, otlp_endpoint, tracer_provider)
-    handler = TracerlCallbackHandler(_common.tracer(tracing, "langchain"))
+    handler = TracerlCallbackHandler(_common.tracer(tracing, "langchain"), chains=chains)
     # The variable's default is the handler, so every context (threads, tasks) sees it.
     var: ContextVar[Any] = ContextVar("tracerl_langchain_handler", default=handler)
     register_configure_hook(var, True)

@@ -10,7 +10,6 @@ it); with HTTP propagation on, the session also reaches the gateway in W3C bagga
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from datetime import datetime
@@ -20,6 +19,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from tracerl.core import _json
 from tracerl.core import semconv as sc
 from tracerl.core.otel import register_flush_hook, unregister_flush_hook
 
@@ -81,7 +81,7 @@ class TracerlLiteLLMLogger(CustomLogger):
             if isinstance(metadata, dict) and metadata.get("tracerl_agent"):  # a role name, as in LangChain
                 attrs[sc.AGENT_NAME] = str(metadata["tracerl_agent"])
             if optional.get("tools"):
-                attrs["gen_ai.tool.definitions"] = json.dumps(optional["tools"], separators=(",", ":"), default=str)
+                attrs["gen_ai.tool.definitions"] = _json.dumps(optional["tools"])
             if response is not None and error is None:
                 attrs.update(_response_attributes(response))
             span = self._tracer.start_span(f"chat {model}", context=ctx, kind=SpanKind.CLIENT,

@@ -7,6 +7,7 @@ own exports may hold) falls back to the standard library.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 try:
@@ -33,3 +34,39 @@ def dumps(value: Any) -> str:
         except TypeError:
             pass
     return json.dumps(value, separators=(",", ":"), default=str)
+
+
+def _finite(value: Any) -> bool:
+    """No NaN or infinity anywhere in ``value`` (which orjson would write as null).
+
+    Numeric lists (token ids, log-probabilities: thousands of elements) are judged by their
+    sum, computed in C: non-finite if any element is (an overflowing sum only sends the value
+    to the exact slow path). OTel sequences are homogeneous, so a list of strings is not
+    searched for floats."""
+    t = type(value)
+    if t is float:
+        return math.isfinite(value)
+    if t is dict:
+        return all(_finite(v) for v in value.values())
+    if (t is list or t is tuple) and value:
+        first = type(value[0])
+        if first is float or first is int:
+            try:  # in C; an int list's sum is a float only if a float hides in it
+                total = sum(value)
+            except TypeError:  # mixed with non-numbers: look at each
+                return all(_finite(v) for v in value)
+            return type(total) is int or math.isfinite(total)
+        if first is dict or first is list or first is tuple:
+            return all(_finite(v) for v in value)
+    return True
+
+
+def dumps_exact(value: Any) -> str:
+    """Compact JSON that keeps NaN and +/-Infinity as the literals ``json.loads`` reads back
+    (log-probabilities of -inf are data): orjson when nothing non-finite is in ``value``."""
+    if orjson is not None and _finite(value):
+        try:
+            return orjson.dumps(value).decode()
+        except TypeError:
+            pass
+    return json.dumps(value, separators=(",", ":"), allow_nan=True, default=str)

@@ -135,7 +135,10 @@ def setup_tracing(
             if f"store:{path}" not in state.sinks:
                 st = st or SpanStore(path)
                 state.stores[path] = st
-                provider.add_span_processor(BatchSpanProcessor(StoreExporter(st), schedule_delay_millis=200))
+                # A deep queue: the SDK's default (2,048) drops spans, training data, when a burst
+                # of agents outruns one SQLite writer for a moment; a span is ~1-2 kB queued.
+                provider.add_span_processor(BatchSpanProcessor(StoreExporter(st), schedule_delay_millis=200,
+                                                               max_queue_size=1 << 16))
                 state.sinks.add(f"store:{path}")
         if otlp_endpoint and f"otlp:{otlp_endpoint}" not in state.sinks:
             provider.add_span_processor(BatchSpanProcessor(_otlp_exporter(otlp_endpoint, otlp_headers)))

@@ -48,6 +48,7 @@ WEIGHT_VERSION = "tracerl.llm.weight_version"
 LATENCY_S = "tracerl.llm.latency_s"
 AGENT_NAME = "tracerl.agent.name"
 NODE_NAME = "tracerl.node.name"
+NODE_STEP = "tracerl.node.step"  # the LangGraph superstep of the node run that made the call
 REWARD_VALUE = "tracerl.reward.value"
 REWARD_NAME = "tracerl.reward.name"
 REWARD_SCOPE = "tracerl.reward.scope"  # "episode" | "step"
@@ -213,6 +214,8 @@ def _read_tracerl(a: dict[str, Any], call: LLMCall) -> None:
     call.latency_s = float(latency) if isinstance(latency, (int, float)) else None
     call.agent = get(AGENT_NAME) or None
     call.node = get(NODE_NAME) or None
+    step = get(NODE_STEP)
+    call.node_step = step if type(step) is int else _opt_int(step)
 
 
 def _read_genai_common(a: dict[str, Any], call: LLMCall, cache: MessageCache | None = None) -> None:

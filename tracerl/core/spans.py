@@ -156,6 +156,20 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
+_last_resource: list[Any] = [None, {}]  # (Resource, its attributes as a dict): one per provider
+
+
+def _resource_dict(resource: Any) -> dict[str, Any]:
+    # A provider's spans share one Resource object: convert it once, not per span.
+    if resource is None:
+        return {}
+    cached, attrs = _last_resource
+    if cached is not resource:
+        attrs = {k: _plain(v) for k, v in resource.attributes.items()}
+        _last_resource[:] = [resource, attrs]
+    return dict(attrs)
+
+
 def from_readable_span(span: Any) -> SpanRecord:
     """Convert an opentelemetry-sdk ``ReadableSpan``."""
     ctx = span.get_span_context()
@@ -178,7 +192,7 @@ def from_readable_span(span: Any) -> SpanRecord:
             SpanEvent(e.name, e.timestamp, {k: _plain(v) for k, v in (e.attributes or {}).items()})
             for e in span.events
         ],
-        resource={k: _plain(v) for k, v in resource.attributes.items()} if resource else {},
+        resource=_resource_dict(resource),
         scope=scope.name if scope is not None else None,
     )
 

@@ -27,6 +27,7 @@ from typing import IO, Any
 
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from . import _json
 from .errors import MissingDependencyError, SpanDecodeError, StoreError
 from .spans import SpanRecord, dumps_jsonl, from_readable_span, read_jsonl
 
@@ -148,7 +149,7 @@ class SpanStore:
                 (
                     r.trace_id, r.span_id, r.parent_span_id, sid, r.name, r.start_ns, r.end_ns,
                     int(is_llm_span(r.attributes)), now,
-                    json.dumps(r.to_dict(), separators=(",", ":"), allow_nan=True, default=str),
+                    _json.dumps_exact(r.to_dict()),
                 )
             )
         if not rows:
