@@ -195,6 +195,38 @@ def test_async_rollouts_stay_within_the_staleness_bound(tmp_path, private_tracin
     assert [m["step"] for m in result.history] == [1, 2, 3, 4]
     assert all(0 <= s <= 1 for s in stale) and max(stale) > 0  # some data came from the previous weights
     assert all(m["update/sequences"] > 0 for m in result.history)
+    # async serves from a child process by default; its spans carry the pushed versions
+    assert (cfg.output / "gateway.log").is_file()
+    versions = {s.attributes.get("tracerl.llm.weight_version") for s in SpanStore(cfg.output / "traces.db").spans()}
+    assert {0, 1, 2, 3} <= versions
+
+
+def test_gateway_process_serves_new_weights_and_reports_failures(tmp_path):
+    import openai
+    from transformers import AutoModelForCausalLM
+
+    from tracerl.gateway.child import GatewayProcess, GatewayProcessError
+    from tracerl.models import tiny_model_path
+
+    with GatewayProcess(tiny_model_path(), tmp_path / "t.db", log_path=tmp_path / "g.log") as gw:
+        client = openai.OpenAI(base_url=gw.url + "/v1", api_key="x")
+
+        def ask() -> str:
+            reply = client.chat.completions.create(model="tracerl-tiny", max_tokens=8, temperature=0,
+                                                   messages=[{"role": "user", "content": "What is 2 + 3?"}])
+            return reply.choices[0].message.content
+
+        before = ask()
+        state = AutoModelForCausalLM.from_pretrained(tiny_model_path()).state_dict()
+        gw.update_weights({k: torch.zeros_like(v) for k, v in state.items()}, 7)
+        assert ask() != before  # all-zero weights: another answer, from version 7
+        assert 7 in {s.attributes.get("tracerl.llm.weight_version") for s in SpanStore(tmp_path / "t.db").spans()}
+        with pytest.raises(GatewayProcessError, match="loading weights"):
+            gw.update_weights({"not.a.weight": torch.zeros(2)}, 8)
+        proc = gw._proc
+    assert proc.poll() is not None  # the child is gone
+    with pytest.raises(GatewayProcessError, match="failed: .*nowhere"):
+        GatewayProcess(tmp_path / "nowhere", tmp_path / "t.db", log_path=tmp_path / "g2.log").start()
 
 
 @pytest.mark.slow

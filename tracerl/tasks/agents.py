@@ -9,6 +9,7 @@ task's feedback as a new user turn until the answer is right or the turns run ou
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -38,12 +39,21 @@ def _body(config: RolloutConfig, messages: list[dict[str, Any]], tools: list[dic
     return body
 
 
+@functools.cache
+def _tls_context() -> Any:
+    import httpx
+
+    return httpx.create_ssl_context()
+
+
 def chat_client(config: RolloutConfig) -> Any:
     """An HTTP client for the episode's session URL."""
     import httpx
 
+    # One TLS context for all: httpx builds a new one per client, and loading the CA bundle
+    # costs ~17 ms of CPU, most of an episode's client-side CPU (measured: 24 -> 6 ms).
     return httpx.Client(base_url=config.base_url, headers={"Authorization": f"Bearer {config.api_key}"},
-                        timeout=120.0)
+                        timeout=120.0, verify=_tls_context())
 
 
 def chat_turn(http: Any, config: RolloutConfig, messages: list[dict[str, Any]], tools: list[dict] | None,

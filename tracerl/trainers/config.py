@@ -127,6 +127,10 @@ class TrainConfig(_Config):
     async_staleness: int = Field(
         0, ge=0, le=8, description="0 = sync; k = roll out ahead while updating, data at most k versions old"
     )
+    engine_process: bool | None = Field(
+        None, description="serve rollouts from a child process (gateway + engine), so they and the update "
+        "run on different cores without sharing the interpreter lock; None = when async_staleness > 0"
+    )
     algo: Algo = Field(default_factory=GRPO, description="advantage estimator (by type)")
     algo_by_agent: dict[str, Algo] = Field(
         default_factory=dict, description="estimator per agent (trajectory) name, overriding algo"

@@ -12,6 +12,7 @@ makes a SIGKILL cost at most the step in flight.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import os
@@ -84,18 +85,14 @@ def train(cfg: TrainConfig, *, agent: RolloutFunction | None = None, tracing: Tr
     ``agent`` overrides ``cfg.agent``; ``tracing`` replaces the global tracer provider's
     (framework adapters record on the global one, so pass it only for adapter-free agents).
     """
-    from tracerl.engines.torch_engine import TorchEngine
-    from tracerl.gateway.server import GatewayServer
-
     run = _setup(cfg, agent, tracing)
     progress = Progress(cfg, console, start=run.start_step)
-    engine = TorchEngine(run.base, model_name=cfg.rollout.model, device=cfg.device, max_batch_size=64)
-    engine.update_weights(lora.merged_state_dict(run.model), run.version)  # resumed or adapted weights
     logger = MetricsLogger(cfg.output, cfg)
     result = TrainResult(cfg.output, None, None)
     try:
-        with GatewayServer(engine, run.store) as gateway:
-            settings = cfg.rollout.model_copy(update={"gateway_url": gateway.url, "store": run.store.path})
+        with _serving(run) as (gateway_url, engine):
+            engine.update_weights(lora.merged_state_dict(run.model), run.version)  # resumed or adapted weights
+            settings = cfg.rollout.model_copy(update={"gateway_url": gateway_url, "store": run.store.path})
             if run.start_step == 0 and cfg.eval_size:
                 result.accuracy_before = _evaluate(run, settings, 0, logger, progress)
             producer = Producer(lambda step: _rollouts(run, settings, step), run.start_step, cfg.steps,
@@ -116,9 +113,33 @@ def train(cfg: TrainConfig, *, agent: RolloutFunction | None = None, tracing: Tr
     finally:
         progress.close()
         logger.close()
-        engine.shutdown()
         run.tracing.flush()
     return result
+
+
+@contextlib.contextmanager
+def _serving(run: _Run) -> Iterator[tuple[str, Any]]:
+    """(gateway URL, engine handle with ``update_weights``): the gateway and TorchEngine in a
+    child process when ``engine_process`` says so (by default when rollouts overlap the
+    update), else in this one."""
+    cfg = run.cfg
+    child = cfg.engine_process if cfg.engine_process is not None else cfg.async_staleness > 0 and not cfg.from_traces
+    if child:
+        from tracerl.gateway.child import GatewayProcess
+
+        with GatewayProcess(run.base, run.store.path, model_name=cfg.rollout.model, device=cfg.device,
+                            max_batch_size=64, log_path=cfg.output / "gateway.log") as proc:
+            yield proc.url, proc
+        return
+    from tracerl.engines.torch_engine import TorchEngine
+    from tracerl.gateway.server import GatewayServer
+
+    engine = TorchEngine(run.base, model_name=cfg.rollout.model, device=cfg.device, max_batch_size=64)
+    try:
+        with GatewayServer(engine, run.store) as gateway:
+            yield gateway.url, engine
+    finally:
+        engine.shutdown()
 
 
 def _setup(cfg: TrainConfig, agent: RolloutFunction | None, tracing: Tracing | None) -> _Run:
