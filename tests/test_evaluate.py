@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -68,3 +69,29 @@ def test_eval_cli_reports_the_trainers_held_out_accuracy(tmp_path):
     assert report["accuracy"] == pytest.approx(after["eval/accuracy"])
     assert len((out / "episodes.jsonl").read_text().splitlines()) == 24
     assert Path(out / "traces.db").is_file()
+
+
+def test_eval_of_a_hosted_model_through_litellm_equals_serving_it_locally(tmp_path):
+    """--litellm-model: LiteLLM forwards each call to the provider; here the "provider" is the
+    tiny model behind a gateway in another process, so the accuracy must equal a local eval."""
+    pytest.importorskip("litellm")
+    from tracerl.gateway.child import GatewayProcess
+    from tracerl.models import tiny_model_path
+
+    cmd = [sys.executable, "-m", "tracerl.cli.main", "eval", "arithmetic", "--max-examples", "12"]
+    env = {**os.environ, "HOSTED_KEY": "sk-test"}
+    local = subprocess.run([*cmd, "--output", str(tmp_path / "local")], capture_output=True, text=True, timeout=300)
+    assert local.returncode == 0, local.stderr
+    with GatewayProcess(tiny_model_path(), tmp_path / "provider.db", log_path=tmp_path / "provider.log") as provider:
+        hosted = subprocess.run([*cmd, "--output", str(tmp_path / "hosted"), "--litellm-model", "openai/tracerl-tiny",
+                                 "--base-url", provider.url + "/v1", "--api-key-env", "HOSTED_KEY"],
+                                capture_output=True, text=True, timeout=300, env=env)
+    assert hosted.returncode == 0, hosted.stderr
+    reports = [json.loads((tmp_path / d / "report.json").read_text()) for d in ("local", "hosted")]
+    assert reports[0]["accuracy"] == reports[1]["accuracy"]
+    # the hosted API returns text only: the episodes say so (usable for eval and SFT, not RL)
+    assert reports[1]["termination_reasons"] == {"missing_token_ids": 12}
+    episodes = [json.loads(x) for x in (tmp_path / "hosted" / "episodes.jsonl").read_text().splitlines()]
+    assert len(episodes) == 12 and all(ep["trajectories"] for ep in episodes)
+    both = subprocess.run([*cmd, "--model", "x", "--litellm-model", "openai/y"], capture_output=True, text=True)
+    assert both.returncode != 0 and "pass one of them" in both.stderr

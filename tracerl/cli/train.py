@@ -120,6 +120,9 @@ def evaluate(
     task: Annotated[str, typer.Argument(help="task name (tracerl tasks list)")] = "arithmetic",
     model: Annotated[str | None, typer.Option(help="HF model folder or id served in-process (default: tiny)")] = None,
     base_url: Annotated[str | None, typer.Option(help="evaluate a running OpenAI-compatible server instead")] = None,
+    litellm_model: Annotated[str | None, typer.Option(
+        help="evaluate a hosted model through LiteLLM (provider/model, keys from the provider's env vars; "
+        "--base-url becomes its API base)")] = None,
     session_path: Annotated[bool, typer.Option(
         help="send the episode id in the URL path (tracerl gateways); --no-session-path for others")] = True,
     model_name: Annotated[str, typer.Option(help="model name sent in requests")] = "tracerl-tiny",
@@ -155,9 +158,11 @@ def evaluate(
     )
     from tracerl.trainers.evaluate import run_eval_command
 
+    if litellm_model and model:
+        raise ConfigError("--model serves a local model, --litellm-model a hosted one: pass one of them")
     report = run_eval_command(task, settings, agent=agent, model=model, external=base_url is not None, n=n,
                               ks=pass_k or [], concurrency=concurrency, max_examples=max_examples, split=split,
-                              seed=seed, output=output)
+                              seed=seed, output=output, litellm_model=litellm_model)
     _print_report(task, report, output)
 
 

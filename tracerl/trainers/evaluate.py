@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tracerl.core.otel import Tracing
 from tracerl.core.rollout import RolloutFunction, RolloutSettings
@@ -99,8 +100,15 @@ def evaluate(
 def run_eval_command(
     task: str, settings: RolloutSettings, *, agent: str | None, model: str | None, external: bool, n: int,
     ks: Sequence[int], concurrency: int, max_examples: int, split: str, seed: int, output: Path,
+    litellm_model: str | None = None,
 ) -> EvalReport:
-    """``tracerl eval``: serve ``model`` in-process unless ``external``, evaluate, save episodes."""
+    """``tracerl eval``: serve ``model`` in-process unless ``external``, evaluate, save episodes.
+
+    With ``litellm_model`` the in-process gateway forwards every call through LiteLLM to that
+    model (``provider/model``, credentials from the provider's usual environment variables,
+    ``settings.gateway_url`` as the API base when ``external``): any agent runs unchanged
+    against a hosted model and every call is recorded (as text: hosted APIs return no token
+    ids)."""
     from tracerl import tasks as registry
     from tracerl.core.otel import setup_tracing
     from tracerl.core.store import SpanStore
@@ -114,19 +122,19 @@ def run_eval_command(
     store = SpanStore(str(output / "traces.db"))
     settings = settings.model_copy(update={"store": store.path})
     tracing = setup_tracing(store)
-    if external:
+    if external and not litellm_model:
         report = evaluate(fn, tasks, settings, tracing=tracing, n=n, ks=ks, seed=seed, concurrency=concurrency)
     else:
-        from tracerl.engines.torch_engine import TorchEngine
         from tracerl.gateway.server import GatewayServer
 
-        engine = TorchEngine(model, model_name=settings.model, max_batch_size=64)
+        engine = _eval_engine(settings, model, litellm_model, external)
         try:
             with GatewayServer(engine, store) as gateway:
-                local = settings.model_copy(update={"gateway_url": gateway.url, "session_path": True})
+                local = settings.model_copy(update={"gateway_url": gateway.url, "session_path": True,
+                                                    "model": engine.model_name})
                 report = evaluate(fn, tasks, local, tracing=tracing, n=n, ks=ks, seed=seed, concurrency=concurrency)
         finally:
-            engine.shutdown()
+            _close(engine)
     with open(output / "episodes.jsonl", "w") as fh:
         for ep in report.episodes:
             fh.write(ep.model_dump_json() + "\n")
@@ -135,3 +143,26 @@ def run_eval_command(
                "reward_mean": report.reward_mean, "termination_reasons": report.reasons}
     (output / "report.json").write_text(json.dumps(summary, indent=2))
     return report
+
+
+def _eval_engine(settings: RolloutSettings, model: str | None, litellm_model: str | None, external: bool) -> Any:
+    if litellm_model:
+        from tracerl.engines.upstream import UpstreamEngine
+
+        key = settings.api_key if settings.api_key != "tracerl" else None  # else LiteLLM reads the provider's env
+        return UpstreamEngine(settings.gateway_url if external else "", litellm_model, provider="litellm",
+                              api_key=key)
+    from tracerl.engines.torch_engine import TorchEngine
+
+    return TorchEngine(model, model_name=settings.model, max_batch_size=64)
+
+
+def _close(engine: Any) -> None:
+    if hasattr(engine, "shutdown"):
+        engine.shutdown()
+    else:  # UpstreamEngine: an async HTTP client, bound to the gateway's finished event loop
+        import asyncio
+        import contextlib
+
+        with contextlib.suppress(RuntimeError, OSError):
+            asyncio.run(engine.close())
