@@ -2,10 +2,14 @@
 
 Runs N episodes of a tool-calling math agent (2 LLM calls and a tool call each against the
 scripted server, 1-3 calls against the tiny model) against the same OpenAI-compatible server in
-another process, in three modes, interleaved in rounds (order rotated each round) so machine
+another process, in four modes, interleaved in rounds (order rotated each round) so machine
 noise hits all modes alike:
 
 * ``none``: no instrumentation at all;
+* ``hook``: a do-nothing hook on the extension point our adapter uses (a LangChain callback
+  handler with our event filter, a LiteLLM CustomLogger, an Agents SDK TracingProcessor with
+  the SDK's tracing on): what the framework itself spends per call once any hook is there, so
+  ``tracerl`` minus ``hook`` is our code's share, measured in the same run;
 * ``tracerl``: ``tracerl.instrument(FRAMEWORK)`` (spans to a SQLite store, W3C propagation);
 * ``openinference``: the OpenInference instrumentor for the framework instead (spans to the
   same kind of store), for comparison.
@@ -170,17 +174,65 @@ OPENINFERENCE = {
 }
 
 
+def _noop_hook(framework: str) -> Callable[[], None]:
+    """Register a do-nothing hook on the extension point our adapter uses (what the framework
+    itself spends per call once any hook is there); returns its undo."""
+    if framework in ("langgraph", "langchain"):
+        from contextvars import ContextVar
+
+        from langchain_core.callbacks import BaseCallbackHandler
+        from langchain_core.tracers.context import _configure_hooks, register_configure_hook
+
+        class Noop(BaseCallbackHandler):  # the event filter of ours: LLM and tool events only
+            run_inline, ignore_chain, ignore_retriever, ignore_retry, ignore_custom_event = True, True, True, True, True
+
+        handler = Noop()  # the default of the variable, so every thread and task sees it
+        register_configure_hook(ContextVar("noop_hook", default=handler), True)
+        hook = _configure_hooks[-1]
+        return lambda: _configure_hooks.remove(hook)
+    if framework == "litellm":
+        import litellm
+        from litellm.integrations.custom_logger import CustomLogger
+
+        logger = CustomLogger()
+        litellm.logging_callback_manager.add_litellm_callback(logger)
+        return lambda: litellm.logging_callback_manager.remove_callback_from_all_lists(logger)
+    from agents.tracing import TracingProcessor, get_trace_provider
+
+    class NoopProcessor(TracingProcessor):
+        def on_trace_start(self, trace: Any) -> None: ...
+        def on_trace_end(self, trace: Any) -> None: ...
+        def on_span_start(self, span: Any) -> None: ...
+        def on_span_end(self, span: Any) -> None: ...
+        def shutdown(self) -> None: ...
+        def force_flush(self) -> None: ...
+
+    provider = get_trace_provider()
+    before = tuple(provider._multi_processor._processors)
+    provider.set_processors([NoopProcessor()])
+    provider.set_disabled(False)  # as our adapter does: the SDK builds its traces again
+
+    def undo() -> None:
+        provider.set_processors(list(before))
+        provider.set_disabled(True)
+
+    return undo
+
+
 class Mode:
     """Switches one instrumentation on for a round and off again."""
 
     def __init__(self, name: str, framework: str, db: str):
         self.name, self.framework, self.db = name, framework, db
         self._oi: Any = None
+        self._undo: Callable[[], None] | None = None
 
     def __enter__(self) -> Mode:
         import tracerl
 
-        if self.name == "tracerl":
+        if self.name == "hook":
+            self._undo = _noop_hook(self.framework)
+        elif self.name == "tracerl":
             tracerl.instrument(self.framework, store=self.db)
         elif self.name == "openinference":
             import importlib
@@ -193,7 +245,9 @@ class Mode:
     def __exit__(self, *exc: object) -> None:
         import tracerl
 
-        if self.name == "tracerl":
+        if self._undo is not None:
+            self._undo()
+        elif self.name == "tracerl":
             tracerl.uninstrument(self.framework)
         elif self._oi is not None:
             self._oi.uninstrument()
@@ -317,14 +371,14 @@ def main() -> int:
     agent = AGENTS[args.framework](base_url, "scripted" if args.server == "scripted" else "tracerl-tiny")
     agent(QUESTION.format(a=1, b=1))  # warm up imports and connections
     per_round = max(1, args.runs // args.rounds)
-    modes = ("none", "tracerl", "openinference")
+    modes = ("none", "hook", "tracerl", "openinference")
     wall: dict[str, list[float]] = {m: [] for m in modes}
     cpu: dict[str, list[float]] = {m: [] for m in modes}
     calls: dict[str, int] = dict.fromkeys(modes, 0)
     answers: dict[str, list[str]] = {m: [] for m in modes}
     try:
         for r in range(args.rounds):
-            for name in modes[r % 3:] + modes[:r % 3]:  # rotated, so no mode always follows another
+            for name in modes[r % len(modes):] + modes[:r % len(modes)]:  # rotated: no mode always follows another
                 with Mode(name, args.framework, db):
                     agent(QUESTION.format(a=r, b=1))  # first call after switching is not timed
                     t0, c0 = time.perf_counter(), time.process_time()
@@ -340,7 +394,7 @@ def main() -> int:
     if args.server == "scripted":
         assert all(a.startswith("The answer is") for a in answers["none"]), answers["none"][:3]
     # Greedy decoding: instrumentation must not change what the agent does.
-    same = answers["none"] == answers["tracerl"] == answers["openinference"]
+    same = all(answers[m] == answers["none"] for m in modes)
     per_call = {m: calls[m] / args.rounds for m in modes}  # LLM calls per round
     base_wall, base_cpu = statistics.median(wall["none"]), statistics.median(cpu["none"])
     print(f"{args.framework} vs {args.server}: {per_round} episodes x {args.rounds} rounds per mode, "
