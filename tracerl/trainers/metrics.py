@@ -10,7 +10,8 @@ import math
 import statistics
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,49 +56,65 @@ def accuracy(episodes: Sequence[Episode]) -> float:
 
 
 class MetricsLogger:
-    """One call per step: ``logger.log(step, metrics)``; ``close()`` at the end."""
+    """One call per step: ``logger.log(step, metrics)``; ``close()`` at the end.
+
+    ``metrics.jsonl`` always; TensorBoard, W&B and MLflow as configured. A backend that fails
+    is logged and skipped: metrics must never stop training."""
 
     def __init__(self, run_dir: Path, cfg: TrainConfig):
         run_dir.mkdir(parents=True, exist_ok=True)
         self.path = run_dir / "metrics.jsonl"
         self._file = open(self.path, "a", buffering=1)  # noqa: SIM115 - closed in close()
-        self._sinks: list[Any] = []
+        self._sinks: list[_Sink] = []
         if cfg.tensorboard:
             self._sinks += _tensorboard(run_dir / "tensorboard")
         if cfg.wandb_project:
-            self._sinks += _wandb(cfg)
+            self._sinks.append(_wandb(cfg))
         if cfg.mlflow_experiment:
-            self._sinks += _mlflow(cfg)
+            self._sinks.append(_mlflow(cfg))
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         clean = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and math.isfinite(v)}
         self._file.write(json.dumps({"step": step, "time": time.time(), **clean}, sort_keys=True) + "\n")
         for sink in self._sinks:
             try:
-                sink(step, clean)
+                sink.log(step, clean)
             except Exception as exc:  # noqa: BLE001 - a metrics backend must not stop training
                 log.warning("metrics backend failed: %s", exc)
 
     def close(self) -> None:
+        """Flush and finish every backend (a W&B or MLflow run left open shows as still running)."""
         self._file.close()
+        for sink in self._sinks:
+            try:
+                sink.close()
+            except Exception as exc:  # noqa: BLE001
+                log.warning("metrics backend failed to close: %s", exc)
+        self._sinks = []
 
 
-def _tensorboard(path: Path) -> list[Any]:
+@dataclass
+class _Sink:
+    log: Callable[[int, dict[str, float]], Any]
+    close: Callable[[], Any]
+
+
+def _tensorboard(path: Path) -> list[_Sink]:
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError:  # tensorboard is optional
         return []
     writer = SummaryWriter(str(path))
 
-    def sink(step: int, metrics: dict[str, float]) -> None:
+    def log_step(step: int, metrics: dict[str, float]) -> None:
         for key, value in metrics.items():
             writer.add_scalar(key, value, step)
         writer.flush()
 
-    return [sink]
+    return [_Sink(log_step, writer.close)]
 
 
-def _wandb(cfg: TrainConfig) -> list[Any]:
+def _wandb(cfg: TrainConfig) -> _Sink:
     try:
         import wandb
     except ImportError:
@@ -105,10 +122,10 @@ def _wandb(cfg: TrainConfig) -> list[Any]:
 
         raise MissingDependencyError("wandb", "wandb", "wandb_project") from None
     run = wandb.init(project=cfg.wandb_project, config=cfg.model_dump(mode="json"))
-    return [lambda step, m: run.log(m, step=step)]
+    return _Sink(lambda step, m: run.log(m, step=step), run.finish)
 
 
-def _mlflow(cfg: TrainConfig) -> list[Any]:
+def _mlflow(cfg: TrainConfig) -> _Sink:
     try:
         import mlflow
     except ImportError:
@@ -116,5 +133,8 @@ def _mlflow(cfg: TrainConfig) -> list[Any]:
 
         raise MissingDependencyError("mlflow", "mlflow", "mlflow_experiment") from None
     mlflow.set_experiment(cfg.mlflow_experiment)
-    mlflow.start_run()
-    return [lambda step, m: mlflow.log_metrics({k.replace("/", ".") : v for k, v in m.items()}, step=step)]
+    run = mlflow.start_run(run_name=cfg.output.name)
+    mlflow.log_params({"task": cfg.task, "algo": cfg.algo.type, "steps": cfg.steps, "seed": cfg.seed})
+    # MLflow takes "/" in metric names: the same names as metrics.jsonl and TensorBoard
+    return _Sink(lambda step, m: mlflow.log_metrics(m, step=step, run_id=run.info.run_id),
+                 lambda: mlflow.end_run())
