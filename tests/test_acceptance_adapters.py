@@ -21,8 +21,6 @@ import inspect
 import ipaddress
 import socket
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +29,11 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from otlp_receiver import OTLPReceiver
 
 import tracerl
 from tracerl.core import semconv as sc
 from tracerl.core.otel import setup_tracing
-from tracerl.core.spans import decode_otlp
 from tracerl.tasks.synthetic import TASKS
 
 pytestmark = pytest.mark.slow
@@ -49,37 +47,6 @@ FRAMEWORKS = {
 }
 N_TASKS = 16
 ARITHMETIC = TASKS["arithmetic"]
-
-
-class OTLPReceiver:
-    """An OTLP/HTTP trace receiver on 127.0.0.1 that keeps every span it is sent."""
-
-    def __init__(self) -> None:
-        self.spans: list[Any] = []
-        lock = threading.Lock()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                records = decode_otlp(body, self.headers.get("Content-Type", "application/x-protobuf"))
-                with lock:
-                    receiver.spans.extend(records)
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
-
-    def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
 
 
 def _local(host: Any) -> bool:

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import base64
-import gzip
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -23,6 +20,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode
+from otlp_receiver import OTLPReceiver
 
 from tracerl.core.errors import SpanDecodeError
 from tracerl.core.spans import SpanRecord, decode_otlp, dumps_jsonl, from_readable_span, read_jsonl
@@ -31,42 +29,10 @@ TRACE = "0af7651916cd43dd8448eb211c80319c"
 SPAN = "b7ad6b7169203331"
 
 
-# --- a tiny OTLP/HTTP receiver ------------------------------------------------------------
-
-
-class _Receiver:
-    """Collects the bodies that POST /v1/traces receives (gzip undone)."""
-
-    def __init__(self) -> None:
-        self.bodies: list[tuple[str, bytes]] = []
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                if self.headers.get("Content-Encoding") == "gzip":
-                    body = gzip.decompress(body)
-                receiver.bodies.append((self.headers.get("Content-Type", ""), body))
-                self.send_response(200 if self.path == "/v1/traces" else 404)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1/traces"
-
-
 @pytest.fixture
-def receiver() -> Iterator[_Receiver]:
-    r = _Receiver()
-    thread = threading.Thread(target=r.httpd.serve_forever, daemon=True)
-    thread.start()
-    yield r
-    r.httpd.shutdown()
-    r.httpd.server_close()
+def receiver() -> Iterator[OTLPReceiver]:
+    with OTLPReceiver() as r:
+        yield r
 
 
 def _make_spans() -> list[Any]:
@@ -131,7 +97,7 @@ def _otlp_json(request_bytes: bytes) -> bytes:
 # --- one span, three sources ------------------------------------------------------------
 
 
-def test_official_exporter_protobuf_json_and_sdk_give_identical_records(receiver: _Receiver) -> None:
+def test_official_exporter_protobuf_json_and_sdk_give_identical_records(receiver: OTLPReceiver) -> None:
     spans = _make_spans()
     exporter = OTLPSpanExporter(endpoint=receiver.url, timeout=10)
     assert exporter.export(spans) is SpanExportResult.SUCCESS

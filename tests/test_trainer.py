@@ -229,6 +229,33 @@ def test_gateway_process_serves_new_weights_and_reports_failures(tmp_path):
         GatewayProcess(tmp_path / "nowhere", tmp_path / "t.db", log_path=tmp_path / "g2.log").start()
 
 
+def test_gateway_process_exits_when_the_trainer_is_killed(tmp_path):
+    script = (
+        "import time\n"
+        "from tracerl.gateway.child import GatewayProcess\n"
+        "from tracerl.models import tiny_model_path\n"
+        f"gw = GatewayProcess(tiny_model_path(), {str(tmp_path / 't.db')!r}).start()\n"
+        "print(gw._proc.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    trainer = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    child_pid = int(trainer.stdout.readline())
+    trainer.send_signal(signal.SIGKILL)
+    trainer.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and _alive(child_pid):
+        time.sleep(0.2)
+    assert not _alive(child_pid), "the gateway child outlived its trainer"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except FileNotFoundError:
+        return False
+    return state != "Z"  # a zombie has exited; only its parent's wait is missing
+
+
 @pytest.mark.slow
 def test_rl_raises_held_out_accuracy_on_the_bundled_model(tmp_path, private_tracing):
     """The short variant of `tracerl train arithmetic` (make demo): a clear rise in a minute."""
