@@ -256,7 +256,7 @@ class Mode:
 def callbacks_only(reps: int = 7, n: int = 1000) -> None:
     """CPU of the adapters' own code per LLM call, without the framework or HTTP: the LangChain
     handler's callbacks for one LangGraph node's call (by default the chat run: 1 span; with
-    ``chains=True`` also the workflow, node and an internal run: 3 spans) and the LiteLLM
+    ``workflow_spans=True`` also the workflow, node and an internal run: 3 spans) and the LiteLLM
     logger's (1 span), fed recorded-shaped inputs; spans go
     through a BatchSpanProcessor into a SQLite store as in real use. Min and median of ``reps``."""
     import datetime
@@ -284,8 +284,8 @@ def callbacks_only(reps: int = 7, n: int = 1000) -> None:
         llm_output={"id": "chatcmpl-1", "model_name": "m"})
     run_ids = [uuid.uuid4() for _ in range(4 * n)]
 
-    def langchain_caller(chains: bool) -> Callable[[int], None]:
-        handler = TracerlCallbackHandler(_common.tracer(tracing, "langchain"), chains=chains)
+    def langchain_caller(workflow_spans: bool) -> Callable[[int], None]:
+        handler = TracerlCallbackHandler(_common.tracer(tracing, "langchain"), workflow_spans=workflow_spans)
 
         def call(i: int) -> None:
             wf, node, inner, llm = run_ids[4 * (i % n): 4 * (i % n) + 4]
@@ -328,7 +328,7 @@ def callbacks_only(reps: int = 7, n: int = 1000) -> None:
 
     print(f"adapter callbacks alone: {reps} x {n} calls; CPU us per LLM call (min / median), callbacks, "
           "and callbacks + span export")
-    cases = (("langchain (default)", langchain_caller(False)), ("langchain chains=True", langchain_caller(True)),
+    cases = (("langchain (default)", langchain_caller(False)), ("langchain workflow_spans=True", langchain_caller(True)),
              ("litellm", litellm_call))
     for name, fn in cases:
         for i in range(300):

@@ -129,8 +129,8 @@ def test_default_writes_llm_and_tool_spans_only_with_node_and_step(tracing, inst
     assert [s.metadata["node_step"] for s in ep.steps] == [1, 2]
 
 
-def test_chains_option_adds_workflow_and_node_spans(tracing):
-    tracerl.instrument("all", tracer_provider=tracing.provider, chains=True)  # LiteLLM etc. ignore it
+def test_workflow_spans_option_adds_workflow_and_node_spans(tracing):
+    tracerl.instrument("all", tracer_provider=tracing.provider, workflow_spans=True)  # LiteLLM etc. ignore it
     try:
         with ScriptedServer(calculator_script, tracer_provider=tracing.provider) as server:
             @tracerl.rollout
@@ -149,8 +149,8 @@ def test_chains_option_adds_workflow_and_node_spans(tracing):
 
 
 def test_an_option_no_adapter_takes_is_a_clear_error():
-    with pytest.raises(tracerl.ConfigError, match=r"unknown option\(s\) \['chains'\]"):
-        tracerl.instrument("litellm", chains=True)
+    with pytest.raises(tracerl.ConfigError, match=r"unknown option\(s\) \['workflow_spans'\]"):
+        tracerl.instrument("litellm", workflow_spans=True)
 
 
 def test_a_message_edited_between_calls_is_recorded_as_edited(tracing, instrumented):

@@ -23,7 +23,7 @@ def instrumented(tracing, monkeypatch):
     tracerl.uninstrument("openai-agents")
 
 
-async def test_agent_with_tool_becomes_an_episode_joined_to_gateway_tokens(tracing, instrumented):
+async def _solve_7_plus_5(tracing):
     from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool
     from openai import AsyncOpenAI
 
@@ -43,15 +43,32 @@ async def test_agent_with_tool_becomes_an_episode_joined_to_gateway_tokens(traci
             return float("12" in result.final_output)
 
         ep = await solve({"id": "t", "data": {"q": "What is 7+5?"}}, tracing=tracing)
+    spans = next(iter(tracing.stores.values())).spans(session_id=ep.id)
+    return ep, {s.span_id: s for s in spans if s.scope and s.scope.endswith("openai_agents")}
+
+
+async def test_agent_with_tool_becomes_an_episode_joined_to_gateway_tokens(tracing, instrumented):
+    ep, spans = await _solve_7_plus_5(tracing)
     assert ep.reward == 1.0 and ep.termination_reason is tracerl.TerminationReason.SUCCESS
     (traj,) = ep.trajectories
     assert traj.name == "math_solver"
     assert [s.sequence for s in traj.steps] == [0, 1] and all(s.has_tokens for s in traj.steps)
     assert ep.metrics["convert/joined_by_parent"] == 2
     assert len(traj.sequences) == 1 and traj.prefix_breaks == 0
-    names = {s.name for s in next(iter(tracing.stores.values())).spans(session_id=ep.id)}
-    assert {"invoke_agent math_solver", "execute_tool calculator"} <= names
+    names = sorted(s.name for s in spans.values())
+    assert names == ["chat scripted", "chat scripted", "execute_tool calculator", "invoke_agent math_solver"]
     assert instrumented == []  # nothing went to OpenAI's trace endpoint
+
+
+async def test_workflow_spans_option_adds_the_run_above_the_agent(tracing):
+    tracerl.instrument("openai-agents", tracer_provider=tracing.provider, workflow_spans=True)
+    try:
+        ep, spans = await _solve_7_plus_5(tracing)
+    finally:
+        tracerl.uninstrument("openai-agents")
+    (agent,) = [s for s in spans.values() if s.name == "invoke_agent math_solver"]
+    assert spans[agent.parent_span_id].name.startswith("invoke_workflow")
+    assert ep.reward == 1.0 and [t.name for t in ep.trajectories] == ["math_solver"]
 
 
 def test_uninstrument_restores_the_sdk_processors(tracing):

@@ -39,8 +39,8 @@ def instrument(framework: str = "all", **options: Any) -> None:
     """Instrument ``framework`` ("all": every adapter whose framework is installed).
 
     Options every adapter takes: ``store``, ``otlp_endpoint``, ``tracer_provider``,
-    ``propagate``. An adapter-specific one (``chains=True`` for LangChain/LangGraph) goes to
-    the adapters that take it; one that no selected adapter takes is an error."""
+    ``propagate``. An adapter-specific one (``workflow_spans=True``: LangChain/LangGraph graph and
+    node spans, the Agents SDK's workflow span) goes to the adapters that take it; one that no selected adapter takes is an error."""
     modules = _modules_installed(framework)
     accepted = [set(inspect.signature(m.instrument).parameters) for m in modules]
     unknown = sorted(set(options) - set().union(*accepted)) if modules else []

@@ -10,7 +10,7 @@ monkey-patched. Spans written:
   ``tracerl.node.step``; ``tracerl.agent.name`` when the run's metadata has
   ``tracerl_agent``), current while the HTTP call is made;
 * ``execute_tool {name}`` per tool run;
-* with ``instrument(chains=True)`` only: ``invoke_workflow {name}`` for each top-level run
+* with ``instrument(workflow_spans=True)`` only: ``invoke_workflow {name}`` for each top-level run
   (a graph or chain invocation) and ``node {name}`` for each LangGraph node run.
 
 Chain spans are off by default because training needs none of them (the chat span already
@@ -123,9 +123,9 @@ class TracerlCallbackHandler(BaseCallbackHandler):
     run_inline = True  # run in the caller's task/thread, so our span is current for the HTTP call
     raise_error = False
 
-    def __init__(self, tracer: trace.Tracer, *, chains: bool = False):
+    def __init__(self, tracer: trace.Tracer, *, workflow_spans: bool = False):
         self._tracer = tracer
-        self._chains = chains
+        self._workflow_spans = workflow_spans
         self._runs: dict[UUID, _Run] = {}
         self._lock = threading.Lock()
         self._messages = _MessageJson()
@@ -134,7 +134,7 @@ class TracerlCallbackHandler(BaseCallbackHandler):
     # it one attribute read instead of a call.
     @property
     def ignore_chain(self) -> bool:
-        return not self._chains
+        return not self._workflow_spans
 
     @property
     def ignore_retriever(self) -> bool:
@@ -312,16 +312,16 @@ _state: dict[str, Any] = {}
 
 
 def instrument(*, store: Any = None, otlp_endpoint: str | None = None, tracer_provider: Any = None,
-               propagate: bool = True, chains: bool = False) -> None:
+               propagate: bool = True, workflow_spans: bool = False) -> None:
     """Report every LangChain/LangGraph LLM call and tool run in this process as spans, and
-    with ``chains=True`` the graph and node runs too. Idempotent."""
+    with ``workflow_spans=True`` the graph and node runs too. Idempotent."""
     from langchain_core.tracers.context import _configure_hooks, register_configure_hook
 
     if _state:
         log.info("tracerl: LangChain is already instrumented")
         return
     tracing = _common.tracing_for(store, otlp_endpoint, tracer_provider)
-    handler = TracerlCallbackHandler(_common.tracer(tracing, "langchain"), chains=chains)
+    handler = TracerlCallbackHandler(_common.tracer(tracing, "langchain"), workflow_spans=workflow_spans)
     # The variable's default is the handler, so every context (threads, tasks) sees it.
     var: ContextVar[Any] = ContextVar("tracerl_langchain_handler", default=handler)
     register_configure_hook(var, True)

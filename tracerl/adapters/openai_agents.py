@@ -6,10 +6,12 @@ nothing leaves the machine; ``uninstrument()`` puts the processor list back as i
 Tracing is switched on while instrumented (an ``OPENAI_AGENTS_DISABLE_TRACING`` set only to
 stop uploads would otherwise silence us too).
 
-Spans: ``invoke_workflow {trace}``, ``invoke_agent {agent}`` (``gen_ai.agent.name``; the
-converter names trajectories after it), ``chat {model}`` per generation/response (current
-while the HTTP call is made, so the gateway's span nests under it), ``execute_tool {name}``
-and ``handoff {from} -> {to}``.
+Spans: ``invoke_agent {agent}`` (``gen_ai.agent.name``; the converter names trajectories
+after it), ``chat {model}`` per generation/response (current while the HTTP call is made, so
+the gateway's span nests under it), ``execute_tool {name}`` and ``handoff {from} -> {to}``;
+with ``instrument(workflow_spans=True)`` also ``invoke_workflow {trace}`` per SDK trace (a
+``Runner.run``). That one is off by default, as LangChain's graph and node spans are:
+training needs none of it, and every span costs CPU on each call.
 """
 
 from __future__ import annotations
@@ -47,8 +49,9 @@ def _messages(items: Any) -> list[Message]:
 class TracerlTracingProcessor(TracingProcessor):
     """Receives the SDK's traces and spans; never raises into the SDK."""
 
-    def __init__(self, tracer: trace.Tracer):
+    def __init__(self, tracer: trace.Tracer, *, workflow_spans: bool = False):
         self._tracer = tracer
+        self._workflow_spans = workflow_spans
         self._spans: dict[str, tuple[trace.Span, object | None]] = {}
         self._skipped: dict[str, str | None] = {}  # SDK spans we do not mirror (task, turn) -> parent
         self._lock = threading.Lock()
@@ -67,6 +70,8 @@ class TracerlTracingProcessor(TracingProcessor):
         return None
 
     def on_trace_start(self, t: Any) -> None:
+        if not self._workflow_spans:  # the agent spans then hang under the caller's current span
+            return
         span = self._tracer.start_span(f"invoke_workflow {t.name}", kind=SpanKind.INTERNAL, attributes={
             "gen_ai.operation.name": "invoke_workflow", "gen_ai.workflow.name": str(t.name)})
         with self._lock:
@@ -164,8 +169,9 @@ def _uploads(processor: Any) -> bool:
 
 
 def instrument(*, store: Any = None, otlp_endpoint: str | None = None, tracer_provider: Any = None,
-               propagate: bool = True) -> None:
-    """Trace every Agents SDK run in this process into tracerl; nothing is uploaded. Idempotent."""
+               propagate: bool = True, workflow_spans: bool = False) -> None:
+    """Trace every Agents SDK run in this process into tracerl; nothing is uploaded. Idempotent.
+    ``workflow_spans=True`` adds a span per SDK trace (``Runner.run``) above the agent spans."""
     if _state:
         log.info("tracerl: the OpenAI Agents SDK is already instrumented")
         return
@@ -173,7 +179,7 @@ def instrument(*, store: Any = None, otlp_endpoint: str | None = None, tracer_pr
     provider = get_trace_provider()
     multi = provider._multi_processor  # the SDK keeps its processors here; restored on uninstrument
     before = tuple(multi._processors)
-    ours = TracerlTracingProcessor(_common.tracer(tracing, "openai_agents"))
+    ours = TracerlTracingProcessor(_common.tracer(tracing, "openai_agents"), workflow_spans=workflow_spans)
     provider.set_processors([p for p in before if not _uploads(p)] + [ours])
     _state.update(before=before, manual_disabled=getattr(provider, "_manual_disabled", None), propagate=propagate)
     provider.set_disabled(False)

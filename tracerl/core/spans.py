@@ -170,6 +170,18 @@ def _resource_dict(resource: Any) -> dict[str, Any]:
     return dict(attrs)
 
 
+_SCALARS = (str, bool, int, float, type(None))
+
+
+def _plain_attributes(attributes: Any) -> dict[str, Any]:
+    if not attributes:
+        return {}
+    # The SDK's BoundedAttributes takes a lock per key when iterated as a Mapping: read its
+    # backing dict (a finished span's attributes no longer change), else go the slow way.
+    items = getattr(attributes, "_dict", attributes)
+    return {k: v if type(v) in _SCALARS else _plain(v) for k, v in items.items()}
+
+
 def from_readable_span(span: Any) -> SpanRecord:
     """Convert an opentelemetry-sdk ``ReadableSpan``."""
     ctx = span.get_span_context()
@@ -185,11 +197,11 @@ def from_readable_span(span: Any) -> SpanRecord:
         kind=span.kind.name,
         start_ns=span.start_time or 0,
         end_ns=span.end_time or span.start_time or 0,
-        attributes={k: _plain(v) for k, v in (span.attributes or {}).items()},
+        attributes=_plain_attributes(span.attributes),
         status_code=status.status_code.name,
         status_message=status.description,
         events=[
-            SpanEvent(e.name, e.timestamp, {k: _plain(v) for k, v in (e.attributes or {}).items()})
+            SpanEvent(e.name, e.timestamp, _plain_attributes(e.attributes))
             for e in span.events
         ],
         resource=_resource_dict(resource),
