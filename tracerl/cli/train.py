@@ -34,7 +34,7 @@ def train(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the resolved config and exit")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", help="no progress bar")] = False,
 ) -> None:
-    """Train TASK's agent with RL on the policy served by an in-process gateway.
+    """Train TASK's agent with RL on the policy served by tracerl's gateway.
 
     Before and after training the held-out accuracy is printed; metrics go to OUTPUT/metrics.jsonl
     (and TensorBoard when installed), checkpoints to OUTPUT/checkpoints (HF format).

@@ -3,9 +3,10 @@
     result = tracerl.trainers.train(TrainConfig(task="arithmetic", steps=40))
 
 Per step: take ``batch_size`` tasks, run ``group_size`` rollouts of each through the user's
-agent against the in-process gateway (which records every call's tokens into the run's span
-store), read the episodes back from the spans, compute advantages per (task, agent) group,
-make one policy-gradient update, and load the new weights into the engine with version + 1
+agent against the gateway (in this process, or in a child process when rollouts overlap
+the update; it records every call's tokens into the run's span store), read the episodes
+back from the spans, compute advantages per (task, agent) group, make one policy-gradient
+update, and load the new weights into the engine with version + 1
 (the gateway stamps later spans with it). A checkpoint after every ``save_every`` steps
 makes a SIGKILL cost at most the step in flight.
 """
@@ -13,7 +14,6 @@ makes a SIGKILL cost at most the step in flight.
 from __future__ import annotations
 
 import contextlib
-import copy
 import logging
 import os
 import random
@@ -228,8 +228,10 @@ def _updater(cfg: TrainConfig) -> tuple[Any, Any]:
 
 
 def _push_weights(run: _Run, engine: Any) -> None:
+    # No copy needed: the engine copies the tensors into its own model (or a file) before
+    # update_weights returns, and the update does not run meanwhile.
     run.version += 1
-    engine.update_weights(copy.deepcopy(lora.merged_state_dict(run.model)), run.version)
+    engine.update_weights(lora.merged_state_dict(run.model), run.version)
 
 
 def _offline_step(run: _Run, step: int) -> dict[str, float]:
