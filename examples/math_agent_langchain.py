@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from common import ARITHMETIC, MAX_CALLS, TOOLS, calculator_result, run
+from common import ARITHMETIC, MAX_CALLS, TOOLS, calculator_result, http_clients, run
 from langchain_core.messages import ToolMessage
 from langchain_openai import ChatOpenAI
 
@@ -17,7 +17,8 @@ tracerl.instrument("langchain")  # the one tracerl line
 @tracerl.rollout(timeout_s=120)
 def solve(task: tracerl.Task, config: tracerl.RolloutConfig) -> dict:
     llm = ChatOpenAI(model=config.model, base_url=config.base_url, api_key=config.api_key,
-                     temperature=config.sampling["temperature"], max_tokens=config.sampling.get("max_tokens"))
+                     temperature=config.sampling["temperature"], max_tokens=config.sampling.get("max_tokens"),
+                     **http_clients())
     model = llm.bind_tools(TOOLS).with_config(metadata={"tracerl_agent": "solver"})
     messages: list = ARITHMETIC.messages(task)  # OpenAI-style dicts; LangChain messages are appended
     answer = ""

@@ -5,22 +5,15 @@
 
 from __future__ import annotations
 
-import ssl
-
 from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, Runner, function_tool
 from agents.exceptions import MaxTurnsExceeded
-from common import ARITHMETIC, MAX_CALLS, instructions, run
+from common import ARITHMETIC, MAX_CALLS, TLS, instructions, run
 from common import calculator as evaluate
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
 import tracerl
 
 tracerl.instrument("openai-agents")  # the one tracerl line (nothing is sent to OpenAI)
-
-
-# One TLS context for every episode's client: each new client would otherwise load the CA
-# bundle again, ~17 ms of CPU, more than everything else an episode costs the trainer's process.
-TLS = ssl.create_default_context()
 
 
 @function_tool
@@ -35,7 +28,7 @@ def calculator(expression: str) -> str:
 @tracerl.rollout(timeout_s=120)
 async def solve(task: tracerl.Task, config: tracerl.RolloutConfig) -> dict:
     client = AsyncOpenAI(base_url=config.base_url, api_key=config.api_key,
-                         http_client=DefaultAsyncHttpxClient(verify=TLS))
+                         http_client=DefaultAsyncHttpxClient(verify=TLS))  # see common.TLS
     system, messages = instructions(ARITHMETIC.messages(task))  # the same prompt as the other three versions
     agent = Agent(
         name="solver", instructions=system, tools=[calculator],
