@@ -21,10 +21,10 @@ import inspect
 import ipaddress
 import socket
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
+from example_agents import EXAMPLES, FRAMEWORKS
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -38,13 +38,6 @@ from tracerl.tasks.synthetic import TASKS
 
 pytestmark = pytest.mark.slow
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-FRAMEWORKS = {
-    "langgraph": "math_agent_langgraph",
-    "langchain": "math_agent_langchain",
-    "openai-agents": "math_agent_openai_agents",
-    "litellm": "math_agent_litellm",
-}
 N_TASKS = 16
 ARITHMETIC = TASKS["arithmetic"]
 

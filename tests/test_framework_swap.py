@@ -8,21 +8,13 @@ import asyncio
 import importlib
 import inspect
 import sys
-from pathlib import Path
 
 import pytest
+from example_agents import EXAMPLES, FRAMEWORKS
 
 import tracerl
 from tracerl.core.otel import setup_tracing
 from tracerl.testing import ScriptedServer, calculator_script
-
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-FRAMEWORKS = {
-    "langgraph": "math_agent_langgraph",
-    "langchain": "math_agent_langchain",
-    "openai-agents": "math_agent_openai_agents",
-    "litellm": "math_agent_litellm",
-}
 
 
 @pytest.fixture(scope="module")
