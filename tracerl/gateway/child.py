@@ -104,9 +104,6 @@ class GatewayProcess:
             self._log.close()
             self._log = None
 
-    def shutdown(self) -> None:  # the engine interface's name for it
-        self.stop()
-
     def __enter__(self) -> GatewayProcess:
         return self.start()
 
