@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import statistics
@@ -164,6 +165,7 @@ def openai_agents_agent(base_url: str, model: str) -> Agent:
     return run
 
 
+MODES = ("none", "hook", "tracerl", "openinference")
 AGENTS = {"langgraph": langgraph_agent, "langchain": langchain_agent, "litellm": litellm_agent,
           "openai-agents": openai_agents_agent}
 OPENINFERENCE = {
@@ -260,7 +262,6 @@ def callbacks_only(reps: int = 7, n: int = 1000) -> None:
     logger's (1 span), fed recorded-shaped inputs; spans go
     through a BatchSpanProcessor into a SQLite store as in real use. Min and median of ``reps``."""
     import datetime
-    import gc
     import uuid
 
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
@@ -355,6 +356,8 @@ def main() -> int:
                         help="scripted: instant answers (worst case); gateway: the tiny model behind the gateway")
     parser.add_argument("--runs", type=int, default=500, help="episodes per mode")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per mode")
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES),
+                        help="modes to run (none is always run: the baseline)")
     parser.add_argument("--callbacks", action="store_true",
                         help="only time the adapters' callbacks (no framework, no HTTP); see callbacks_only()")
     args = parser.parse_args()
@@ -371,23 +374,27 @@ def main() -> int:
     agent = AGENTS[args.framework](base_url, "scripted" if args.server == "scripted" else "tracerl-tiny")
     agent(QUESTION.format(a=1, b=1))  # warm up imports and connections
     per_round = max(1, args.runs // args.rounds)
-    modes = ("none", "hook", "tracerl", "openinference")
+    modes = ("none", *(m for m in MODES if m in args.modes and m != "none"))
     wall: dict[str, list[float]] = {m: [] for m in modes}
     cpu: dict[str, list[float]] = {m: [] for m in modes}
     calls: dict[str, int] = dict.fromkeys(modes, 0)
+    gc_s: dict[str, float] = dict.fromkeys(modes, 0.0)
+    gc_timer = _GcTimer()
     answers: dict[str, list[str]] = {m: [] for m in modes}
     try:
         for r in range(args.rounds):
             for name in modes[r % len(modes):] + modes[:r % len(modes)]:  # rotated: no mode always follows another
                 with Mode(name, args.framework, db):
                     agent(QUESTION.format(a=r, b=1))  # first call after switching is not timed
-                    t0, c0 = time.perf_counter(), time.process_time()
+                    gc.collect()  # a collection the previous mode's garbage made due is not charged here
+                    t0, c0, g0 = time.perf_counter(), time.process_time(), gc_timer.total
                     for i in range(per_round):
                         answer, n = agent(QUESTION.format(a=i, b=r))
                         calls[name] += n
                         answers[name].append(answer)
                     wall[name].append(time.perf_counter() - t0)
                     cpu[name].append(time.process_time() - c0)
+                    gc_s[name] += gc_timer.total - g0
     finally:
         server.stdin.close()  # type: ignore[union-attr]
         server.wait(timeout=30)
@@ -399,12 +406,41 @@ def main() -> int:
     base_wall, base_cpu = statistics.median(wall["none"]), statistics.median(cpu["none"])
     print(f"{args.framework} vs {args.server}: {per_round} episodes x {args.rounds} rounds per mode, "
           f"{per_call['none']:.0f} LLM calls per round; same answers in every mode: {same}")
-    print(f"{'mode':14} {'wall s/round':>12} {'overhead':>9} {'CPU us/call':>12} {'+CPU us/call':>13}")
+    print(f"{'mode':14} {'wall s/round':>12} {'overhead':>9} {'CPU us/call':>12} {'+CPU us/call':>13} "
+          f"{'GC us/call':>11}")
     for name in modes:
         w, c = statistics.median(wall[name]), statistics.median(cpu[name])
         print(f"{name:14} {w:12.3f} {100 * (w - base_wall) / base_wall:8.1f}% {c / per_call[name] * 1e6:12.0f} "
-              f"{(c / per_call[name] - base_cpu / per_call['none']) * 1e6:13.0f}")
+              f"{(c / per_call[name] - base_cpu / per_call['none']) * 1e6:13.0f} {gc_s[name] / calls[name] * 1e6:11.0f}")
+    if "hook" in modes and "tracerl" in modes:
+        _print_paired(cpu, calls, args.rounds)
     return 0
+
+
+class _GcTimer:
+    """Seconds the garbage collector ran (any thread): part of the CPU figures, shown apart
+    because a mode that keeps objects alive longer makes the collector's full passes come
+    sooner for everyone."""
+
+    def __init__(self) -> None:
+        self.total, self._t0 = 0.0, 0.0
+        gc.callbacks.append(self)
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._t0 = time.perf_counter()
+        else:
+            self.total += time.perf_counter() - self._t0
+
+
+def _print_paired(cpu: dict[str, list[float]], calls: dict[str, int], rounds: int) -> None:
+    """Ours in situ, round by round: tracerl - hook CPU per LLM call within each round (the two
+    ran back to back under the same machine load), so slow drifts in load cancel."""
+    diffs = sorted((t / (calls["tracerl"] / rounds) - h / (calls["hook"] / rounds)) * 1e6
+                   for t, h in zip(cpu["tracerl"], cpu["hook"], strict=True))
+    q = statistics.quantiles(diffs, n=4) if len(diffs) >= 4 else [diffs[0], statistics.median(diffs), diffs[-1]]
+    print(f"ours in situ (tracerl - hook, paired by round): median {statistics.median(diffs):.0f} us/call, "
+          f"quartiles {q[0]:.0f} .. {q[2]:.0f}, mean {statistics.fmean(diffs):.0f} over {len(diffs)} rounds")
 
 
 if __name__ == "__main__":

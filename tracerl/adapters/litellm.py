@@ -75,7 +75,7 @@ class TracerlLiteLLMLogger(CustomLogger):
                 "gen_ai.operation.name": "chat",
                 "gen_ai.provider.name": str((kwargs.get("litellm_params") or {}).get("custom_llm_provider") or "litellm"),
                 "gen_ai.request.model": model,
-                "gen_ai.input.messages": sc.genai_message_json([_common.openai_message(m) for m in kwargs.get("messages") or ()]),
+                "gen_ai.input.messages": _common.openai_messages_json(kwargs.get("messages")),
             }
             metadata = (kwargs.get("litellm_params") or {}).get("metadata") or {}
             if isinstance(metadata, dict) and metadata.get("tracerl_agent"):  # a role name, as in LangChain
@@ -112,7 +112,7 @@ def _response_attributes(response: Any) -> dict[str, Any]:
     choices = getattr(response, "choices", None) or []
     if choices:
         choice = choices[0]
-        attrs["gen_ai.output.messages"] = sc.genai_message_json([_common.openai_message(getattr(choice, "message", None) or {})])
+        attrs["gen_ai.output.messages"] = _common.openai_messages_json([getattr(choice, "message", None) or {}])
         if getattr(choice, "finish_reason", None):
             attrs["gen_ai.response.finish_reasons"] = [str(choice.finish_reason)]
     if getattr(response, "id", None):

@@ -16,7 +16,6 @@ training needs none of it, and every span costs CPU on each call.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 from typing import Any
@@ -24,9 +23,6 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
-
-from tracerl.core import semconv as sc
-from tracerl.core.types import Message
 
 from . import _common
 
@@ -41,9 +37,14 @@ except ImportError as exc:  # pragma: no cover
     raise MissingDependencyError("openai-agents", "openai-agents", "The OpenAI Agents adapter") from exc
 
 
-def _messages(items: Any) -> list[Message]:
-    """Chat Completions messages (the SDK's generation input/output) as our Messages."""
-    return [_common.openai_message(m) for m in items or () if isinstance(m, dict)]
+class _Mirrored:
+    """One SDK span we mirror: our span, the context its children start in (built once,
+    shared by all of them) and, for an LLM call, the token of its attachment as current."""
+
+    __slots__ = ("span", "context", "token")
+
+    def __init__(self, span: trace.Span, token: object | None = None):
+        self.span, self.context, self.token = span, trace.set_span_in_context(span), token
 
 
 class TracerlTracingProcessor(TracingProcessor):
@@ -52,21 +53,20 @@ class TracerlTracingProcessor(TracingProcessor):
     def __init__(self, tracer: trace.Tracer, *, workflow_spans: bool = False):
         self._tracer = tracer
         self._workflow_spans = workflow_spans
-        self._spans: dict[str, tuple[trace.Span, object | None]] = {}
-        self._skipped: dict[str, str | None] = {}  # SDK spans we do not mirror (task, turn) -> parent
+        # SDK span (or trace) id -> what we made of it: a mirror, or for a span we do not
+        # mirror (task, turn) the id of its parent, to find its children's nearest mirror
+        self._spans: dict[str, _Mirrored | str | None] = {}
         self._lock = threading.Lock()
 
     def _parent(self, key: str | None) -> Any:
         with self._lock:
             for _ in range(64):  # walk up through skipped spans to the nearest mirrored one
-                if key is None:
+                if key is None or key not in self._spans:
                     return None
-                found = self._spans.get(key)
-                if found is not None:
-                    return trace.set_span_in_context(found[0])
-                if key not in self._skipped:
-                    return None
-                key = self._skipped[key]
+                found = self._spans[key]
+                if isinstance(found, _Mirrored):
+                    return found.context
+                key = found
         return None
 
     def on_trace_start(self, t: Any) -> None:
@@ -75,58 +75,61 @@ class TracerlTracingProcessor(TracingProcessor):
         span = self._tracer.start_span(f"invoke_workflow {t.name}", kind=SpanKind.INTERNAL, attributes={
             "gen_ai.operation.name": "invoke_workflow", "gen_ai.workflow.name": str(t.name)})
         with self._lock:
-            self._spans[t.trace_id] = (span, None)
+            self._spans[t.trace_id] = _Mirrored(span)
 
     def on_trace_end(self, t: Any) -> None:
         with self._lock:
             found = self._spans.pop(t.trace_id, None)
-        if found:
-            found[0].end()
+        if isinstance(found, _Mirrored):
+            found.span.end()
 
     def on_span_start(self, span: Any) -> None:
-        with contextlib.suppress(Exception):  # tracing must never break the agent
+        try:
             self._start(span)
+        except Exception:  # tracing must never break the agent
+            log.debug("tracerl: could not mirror an Agents SDK span", exc_info=True)
 
     def _start(self, span: Any) -> None:
         data = span.span_data
-        kind, name, attrs, current = SpanKind.INTERNAL, None, {}, False
-        if data.type == "agent":
-            name = f"invoke_agent {data.name}"
-            attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": str(data.name)}
-        elif data.type in ("generation", "response"):
+        kind, current = SpanKind.INTERNAL, False
+        if data.type == "generation" or data.type == "response":
             model = getattr(data, "model", None) or "unknown"
             name, kind, current = f"chat {model}", SpanKind.CLIENT, True
             attrs = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai",
                      "gen_ai.request.model": str(model)}
+        elif data.type == "agent":
+            name = f"invoke_agent {data.name}"
+            attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": str(data.name)}
         elif data.type == "function":
             name = f"execute_tool {data.name}"
             attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": str(data.name)}
         elif data.type == "handoff":
-            name = f"handoff {data.from_agent} -> {data.to_agent}"
-        if name is None:
+            name, attrs = f"handoff {data.from_agent} -> {data.to_agent}", {}
+        else:
             with self._lock:
-                self._skipped[span.span_id] = span.parent_id
+                self._spans[span.span_id] = span.parent_id
             return
         ctx = self._parent(span.parent_id) or self._parent(span.trace_id)
-        otel_span = self._tracer.start_span(name, context=ctx, kind=kind, attributes=attrs)
-        token = otel_context.attach(trace.set_span_in_context(otel_span)) if current else None
+        mirrored = _Mirrored(self._tracer.start_span(name, context=ctx, kind=kind, attributes=attrs))
+        if current:  # the HTTP call is made inside: the gateway's span becomes its child
+            mirrored.token = otel_context.attach(mirrored.context)
         with self._lock:
-            self._spans[span.span_id] = (otel_span, token)
+            self._spans[span.span_id] = mirrored
 
     def on_span_end(self, span: Any) -> None:
         with self._lock:
             found = self._spans.pop(span.span_id, None)
-            self._skipped.pop(span.span_id, None)
-        if found is None:
+        if not isinstance(found, _Mirrored):
             return
-        otel_span, token = found
-        if token is not None:
-            with contextlib.suppress(Exception):
-                otel_context.detach(token)  # type: ignore[arg-type]
-        with contextlib.suppress(Exception):
+        otel_span = found.span
+        try:
+            if found.token is not None:
+                otel_context.detach(found.token)  # type: ignore[arg-type]
             otel_span.set_attributes(_end_attributes(span.span_data))
-        if span.error:
-            otel_span.set_status(Status(StatusCode.ERROR, str(span.error.get("message", ""))[:200]))
+            if span.error:
+                otel_span.set_status(Status(StatusCode.ERROR, str(span.error.get("message", ""))[:200]))
+        except Exception:  # a span ended in another context: nothing to restore; still end it
+            log.debug("tracerl: could not finish an Agents SDK span", exc_info=True)
         otel_span.end()
 
     def shutdown(self) -> None:
@@ -139,8 +142,8 @@ class TracerlTracingProcessor(TracingProcessor):
 def _end_attributes(data: Any) -> dict[str, Any]:
     if data.type == "generation":
         attrs: dict[str, Any] = {
-            "gen_ai.input.messages": sc.genai_message_json(_messages(data.input)),
-            "gen_ai.output.messages": sc.genai_message_json(_messages(data.output)),
+            "gen_ai.input.messages": _common.openai_messages_json(data.input, dicts_only=True),
+            "gen_ai.output.messages": _common.openai_messages_json(data.output, dicts_only=True),
         }
         usage = data.usage or {}
     elif data.type == "response" and data.response is not None:

@@ -36,9 +36,13 @@ def dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), default=str)
 
 
+_PLAIN = (str, int, bool, type(None))  # never non-finite, nothing inside
+
+
 def _finite(value: Any) -> bool:
     """No NaN or infinity anywhere in ``value`` (which orjson would write as null).
 
+    Runs for every stored span, so scalars are judged inline rather than by a call each.
     Numeric lists (token ids, log-probabilities: thousands of elements) are judged by their
     sum, computed in C: non-finite if any element is (an overflowing sum only sends the value
     to the exact slow path). OTel sequences are homogeneous, so a list of strings is not
@@ -47,7 +51,16 @@ def _finite(value: Any) -> bool:
     if t is float:
         return math.isfinite(value)
     if t is dict:
-        return all(_finite(v) for v in value.values())
+        for v in value.values():
+            tv = type(v)
+            if tv in _PLAIN:
+                continue
+            if tv is float:
+                if not math.isfinite(v):
+                    return False
+            elif not _finite(v):
+                return False
+        return True
     if (t is list or t is tuple) and value:
         first = type(value[0])
         if first is float or first is int:

@@ -51,7 +51,14 @@ class SessionSpanProcessor(SpanProcessor):
 
     def on_start(self, span: Any, parent_context: Context | None = None) -> None:
         sid = baggage.get_baggage(sc.BAGGAGE_SESSION_KEY, parent_context)
-        if sid and not (span.attributes or {}).get(sc.SESSION_ID):
+        if not sid:
+            return
+        # the SDK span's own attributes: its public property wraps them in a new read-only
+        # proxy whose lookups lock (this runs for every span of the process)
+        attrs = getattr(span, "_attributes", None)
+        if attrs is None:
+            attrs = span.attributes or {}
+        if not attrs.get(sc.SESSION_ID):
             span.set_attribute(sc.SESSION_ID, str(sid))
 
     def on_end(self, span: Any) -> None:

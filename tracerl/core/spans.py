@@ -29,6 +29,15 @@ _HEX = frozenset("0123456789abcdef")
 _MAX_NS = 2**63 - 1  # SQLite INTEGER and Parquet int64
 
 
+def session_of(attributes: Mapping[str, Any]) -> str | None:
+    """The session id a span's attributes name, if any."""
+    for key in SESSION_ATTRIBUTES:
+        value = attributes.get(key)
+        if value:
+            return str(value)
+    return None
+
+
 @dataclass(slots=True)
 class SpanEvent:
     name: str
@@ -57,12 +66,7 @@ class SpanRecord:
     @property
     def session_id(self) -> str | None:
         """The episode this span belongs to, when the span says so itself."""
-        attrs = self.attributes
-        for key in SESSION_ATTRIBUTES:
-            value = attrs.get(key)
-            if value:
-                return str(value)
-        return None
+        return session_of(self.attributes)
 
     @property
     def duration_s(self) -> float:
@@ -160,14 +164,15 @@ _last_resource: list[Any] = [None, {}]  # (Resource, its attributes as a dict): 
 
 
 def _resource_dict(resource: Any) -> dict[str, Any]:
-    # A provider's spans share one Resource object: convert it once, not per span.
+    # A provider's spans share one Resource object: converted once, not per span; the dict is
+    # shared too (callers that hand it out copy it).
     if resource is None:
         return {}
     cached, attrs = _last_resource
     if cached is not resource:
         attrs = {k: _plain(v) for k, v in resource.attributes.items()}
         _last_resource[:] = [resource, attrs]
-    return dict(attrs)
+    return attrs
 
 
 _SCALARS = (str, bool, int, float, type(None))
@@ -182,31 +187,47 @@ def _plain_attributes(attributes: Any) -> dict[str, Any]:
     return {k: v if type(v) in _SCALARS else _plain(v) for k, v in items.items()}
 
 
-def from_readable_span(span: Any) -> SpanRecord:
-    """Convert an opentelemetry-sdk ``ReadableSpan``."""
+def readable_span_dict(span: Any) -> dict[str, Any]:
+    """An opentelemetry-sdk ``ReadableSpan`` as :meth:`SpanRecord.to_dict` writes a record:
+    what the store keeps of every span exported in-process, built without the record."""
+    # The public properties copy (events into a tuple, attributes behind a MappingProxyType
+    # whose iteration locks per key): read the SDK's own fields when it has them. Every
+    # exported span goes through here, on the export thread of the app being traced.
+    attributes = getattr(span, "_attributes", None)
+    if attributes is None:
+        attributes = span.attributes
+    events = getattr(span, "_events", None)
+    if events is None:
+        events = span.events
     ctx = span.get_span_context()
     parent = span.parent
     status = span.status
-    resource = span.resource
     scope = span.instrumentation_scope
-    return SpanRecord(
-        trace_id=format(ctx.trace_id, "032x"),
-        span_id=format(ctx.span_id, "016x"),
-        parent_span_id=format(parent.span_id, "016x") if parent is not None else None,
-        name=span.name,
-        kind=span.kind.name,
-        start_ns=span.start_time or 0,
-        end_ns=span.end_time or span.start_time or 0,
-        attributes=_plain_attributes(span.attributes),
-        status_code=status.status_code.name,
-        status_message=status.description,
-        events=[
-            SpanEvent(e.name, e.timestamp, _plain_attributes(e.attributes))
-            for e in span.events
-        ],
-        resource=_resource_dict(resource),
-        scope=scope.name if scope is not None else None,
-    )
+    start = span.start_time or 0
+    return {
+        "trace_id": format(ctx.trace_id, "032x"),
+        "span_id": format(ctx.span_id, "016x"),
+        "parent_span_id": format(parent.span_id, "016x") if parent is not None else None,
+        "name": span.name,
+        "kind": span.kind._name_,  # Enum.name is a descriptor call; the member's own field is not
+        "start_ns": start,
+        "end_ns": span.end_time or start,
+        "attributes": _plain_attributes(attributes),
+        "status_code": status.status_code._name_,
+        "status_message": status.description,
+        "events": [{"name": e.name, "time_ns": e.timestamp, "attributes": _plain_attributes(e.attributes)}
+                   for e in events] if events else [],
+        "resource": _resource_dict(span.resource),
+        "scope": scope.name if scope is not None else None,
+    }
+
+
+def from_readable_span(span: Any) -> SpanRecord:
+    """Convert an opentelemetry-sdk ``ReadableSpan``."""
+    d = readable_span_dict(span)
+    d["events"] = [SpanEvent(e["name"], e["time_ns"], e["attributes"]) for e in d["events"]]
+    d["resource"] = dict(d["resource"])
+    return SpanRecord(**d)
 
 
 # --- OTLP ---------------------------------------------------------------------------------

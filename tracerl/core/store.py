@@ -29,7 +29,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from . import _json
 from .errors import MissingDependencyError, SpanDecodeError, StoreError
-from .spans import SpanRecord, dumps_jsonl, from_readable_span, read_jsonl
+from .spans import SpanRecord, dumps_jsonl, read_jsonl, readable_span_dict, session_of
 
 log = logging.getLogger(__name__)
 
@@ -136,22 +136,23 @@ class SpanStore:
 
     def add(self, records: Iterable[SpanRecord]) -> int:
         """Store spans in one transaction; return how many were new (duplicates are ignored)."""
+        return self.add_dicts(r.to_dict() for r in records)
+
+    def add_dicts(self, records: Iterable[dict[str, Any]]) -> int:
+        """:meth:`add` for records in :meth:`SpanRecord.to_dict` form (what in-process export
+        builds straight from the SDK's spans)."""
         from .semconv import is_llm_span
 
         now = time.time_ns()
         rows = []
         links: dict[str, str] = {}
-        for r in records:
-            sid = r.session_id
+        for d in records:
+            attrs = d["attributes"]
+            sid = session_of(attrs)
             if sid:
-                links.setdefault(r.trace_id, sid)
-            rows.append(
-                (
-                    r.trace_id, r.span_id, r.parent_span_id, sid, r.name, r.start_ns, r.end_ns,
-                    int(is_llm_span(r.attributes)), now,
-                    _json.dumps_exact(r.to_dict()),
-                )
-            )
+                links.setdefault(d["trace_id"], sid)
+            rows.append((d["trace_id"], d["span_id"], d["parent_span_id"], sid, d["name"], d["start_ns"],
+                         d["end_ns"], int(is_llm_span(attrs)), now, _json.dumps_exact(d)))
         if not rows:
             return 0
 
@@ -350,7 +351,7 @@ class StoreExporter(SpanExporter):
 
     def export(self, spans: Sequence[Any]) -> SpanExportResult:
         try:
-            self.store.add(from_readable_span(s) for s in spans)
+            self.store.add_dicts([readable_span_dict(s) for s in spans])
         except Exception:  # the SDK's worker thread must survive a full disk
             log.exception("tracerl: could not write %d spans to %s", len(spans), self.store.path)
             return SpanExportResult.FAILURE

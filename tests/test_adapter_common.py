@@ -1,0 +1,102 @@
+"""What all adapters share: the W3C headers sent to the gateway and the GenAI message JSON."""
+
+from __future__ import annotations
+
+import pytest
+from opentelemetry import baggage, context, propagate, trace
+from opentelemetry.propagators.composite import CompositePropagator
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, TraceState
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from tracerl.adapters import _common
+from tracerl.core import semconv as sc
+from tracerl.core.types import Message, ToolCall
+
+
+def _headers_in(ctx: context.Context) -> tuple[dict[str, str], dict[str, str]]:
+    """(what the OTel API's propagate.inject writes, what our fast path writes) in ``ctx``."""
+    token = context.attach(ctx)
+    try:
+        theirs: dict[str, str] = {}
+        propagate.inject(theirs)
+        ours: dict[str, str] = {}
+        _common._inject(ours)
+    finally:
+        context.detach(token)
+    return theirs, ours
+
+
+@pytest.mark.parametrize("case", ["nothing", "span", "baggage", "both", "tracestate", "unsampled", "odd baggage"])
+def test_fast_injection_writes_the_headers_the_propagator_writes(case):
+    span = TracerProvider().get_tracer("t").start_span("chat m")
+    ctx = context.Context()
+    if case in ("span", "both"):
+        ctx = trace.set_span_in_context(span, ctx)
+    if case in ("tracestate", "unsampled"):
+        flags = TraceFlags(0 if case == "unsampled" else TraceFlags.SAMPLED)
+        remote = SpanContext(0xABC, 0xDEF, is_remote=True, trace_flags=flags,
+                             trace_state=TraceState([("vendor", "v1"), ("other", "x")]))
+        ctx = trace.set_span_in_context(NonRecordingSpan(remote), ctx)
+    if case in ("baggage", "both", "tracestate"):
+        ctx = baggage.set_baggage(sc.BAGGAGE_SESSION_KEY, "sess-1", ctx)
+    if case == "odd baggage":
+        ctx = baggage.set_baggage("user id", "a b/c=d,é", baggage.set_baggage(sc.BAGGAGE_SESSION_KEY, "s 2", ctx))
+    theirs, ours = _headers_in(ctx)
+    assert ours == theirs
+    assert bool(ours) == (case != "nothing")
+
+
+def test_a_session_s_baggage_header_follows_its_changes():
+    ctx = baggage.set_baggage(sc.BAGGAGE_SESSION_KEY, "one")
+    assert _headers_in(ctx)[1] == {"baggage": f"{sc.BAGGAGE_SESSION_KEY}=one"}
+    ctx = baggage.set_baggage(sc.BAGGAGE_SESSION_KEY, "two", ctx)  # a new mapping: encoded anew
+    assert _headers_in(ctx)[1] == {"baggage": f"{sc.BAGGAGE_SESSION_KEY}=two"}
+
+
+def test_a_user_propagator_decides_what_is_sent():
+    """Only the default W3C pair takes the fast path; a propagator the app configured
+    (here tracecontext alone, so no baggage header) is honoured as it is."""
+    before = propagate.get_global_textmap()
+    propagate.set_global_textmap(CompositePropagator([TraceContextTextMapPropagator()]))
+    try:
+        span = TracerProvider().get_tracer("t").start_span("chat m")
+        ctx = baggage.set_baggage(sc.BAGGAGE_SESSION_KEY, "s", trace.set_span_in_context(span))
+        theirs, ours = _headers_in(ctx)
+        assert ours == theirs and set(ours) == {"traceparent"}
+    finally:
+        propagate.set_global_textmap(before)
+
+
+def test_openai_messages_json_is_the_genai_json_of_the_same_messages():
+    call = {"id": "c1", "type": "function", "function": {"name": "calculator", "arguments": '{"expression": "2+3"}'}}
+    items = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": [{"type": "text", "text": "What is "}, {"type": "text", "text": "2+3?"},
+                                     {"type": "image_url", "image_url": {"url": "x"}}]},
+        {"role": "assistant", "content": None, "tool_calls": [call, {"id": 7, "function": {"name": "f", "arguments": "not json"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "5"},
+        {"role": "assistant", "content": [{"type": "image_url"}]},  # no text at all
+        {"content": "no role"},
+        "not a message",
+    ]
+    expected = [
+        Message(role="system", content="Be brief."),
+        Message(role="user", content="What is 2+3?"),
+        Message(role="assistant", tool_calls=[ToolCall(id="c1", name="calculator", arguments='{"expression": "2+3"}'),
+                                              ToolCall(id="7", name="f", arguments="not json")]),
+        Message(role="tool", tool_call_id="c1", content="5"),
+        Message(role="assistant"),
+        Message(role="user", content="no role"),
+    ]
+    assert _common.openai_messages_json(items, dicts_only=True) == sc.genai_message_json(expected)
+
+
+def test_openai_messages_json_reads_pydantic_messages():
+    from openai.types.chat import ChatCompletionMessage
+
+    reply = ChatCompletionMessage.model_validate({"role": "assistant", "content": "5", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "calculator", "arguments": "{}"}}]})
+    expected = Message(role="assistant", content="5", tool_calls=[ToolCall(id="c1", name="calculator", arguments="{}")])
+    assert _common.openai_messages_json([reply]) == sc.genai_message_json([expected])
+    assert _common.openai_messages_json([reply], dicts_only=True) == "[]"
