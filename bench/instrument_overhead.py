@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import json
 import os
@@ -358,6 +359,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per mode")
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES),
                         help="modes to run (none is always run: the baseline)")
+    parser.add_argument("--account", action="store_true",
+                        help="also count ours in situ: thread CPU inside our callbacks and export threads")
     parser.add_argument("--callbacks", action="store_true",
                         help="only time the adapters' callbacks (no framework, no HTTP); see callbacks_only()")
     args = parser.parse_args()
@@ -380,21 +383,33 @@ def main() -> int:
     calls: dict[str, int] = dict.fromkeys(modes, 0)
     gc_s: dict[str, float] = dict.fromkeys(modes, 0.0)
     gc_timer = _GcTimer()
+    account = _Account(args.framework) if args.account else None
     answers: dict[str, list[str]] = {m: [] for m in modes}
     try:
         for r in range(args.rounds):
             for name in modes[r % len(modes):] + modes[:r % len(modes)]:  # rotated: no mode always follows another
                 with Mode(name, args.framework, db):
+                    if account is not None:
+                        account.begin("untimed")
                     agent(QUESTION.format(a=r, b=1))  # first call after switching is not timed
+                    _flush()
                     gc.collect()  # a collection the previous mode's garbage made due is not charged here
+                    if account is not None:
+                        account.begin(name)
                     t0, c0, g0 = time.perf_counter(), time.process_time(), gc_timer.total
                     for i in range(per_round):
                         answer, n = agent(QUESTION.format(a=i, b=r))
                         calls[name] += n
                         answers[name].append(answer)
+                    f0 = time.thread_time()
+                    _flush()  # this round's spans are exported (and their CPU counted) in this round
+                    if account is not None:  # force_flush exports on this thread what is left
+                        account.add(name, "span export (final flush)", time.thread_time() - f0)
                     wall[name].append(time.perf_counter() - t0)
                     cpu[name].append(time.process_time() - c0)
                     gc_s[name] += gc_timer.total - g0
+                    if account is not None:
+                        account.end(name)
     finally:
         server.stdin.close()  # type: ignore[union-attr]
         server.wait(timeout=30)
@@ -414,7 +429,111 @@ def main() -> int:
               f"{(c / per_call[name] - base_cpu / per_call['none']) * 1e6:13.0f} {gc_s[name] / calls[name] * 1e6:11.0f}")
     if "hook" in modes and "tracerl" in modes:
         _print_paired(cpu, calls, args.rounds)
+    if account is not None:
+        account.report(calls)
     return 0
+
+
+def _flush() -> None:
+    from tracerl.core.otel import tracing_state
+
+    state = tracing_state()
+    if state is not None:
+        state.flush()
+
+
+class _Account:
+    """Ours in situ, counted rather than subtracted: the thread CPU time spent inside each of
+    our adapter's entry points (the callbacks the framework calls, the W3C header injection)
+    and on the span export threads, per mode. Two clock reads per callback (~0.4 us each) are
+    included, so this slightly overstates our share."""
+
+    def __init__(self, framework: str):
+        from tracerl.adapters import _common
+
+        self.cpu: dict[tuple[str, str], float] = {}
+        self._mode = ""
+        self._wrap(_common, "_inject", "inject W3C headers")
+        cls, prefixes = self._entry_points(framework)
+        for attr in list(vars(cls)):
+            if attr.startswith(prefixes) and callable(getattr(cls, attr)):
+                self._wrap(cls, attr, attr)
+
+    @staticmethod
+    def _entry_points(framework: str) -> tuple[Any, tuple[str, ...]]:
+        if framework in ("langgraph", "langchain"):
+            from tracerl.adapters.langchain import TracerlCallbackHandler
+
+            return TracerlCallbackHandler, ("on_",)
+        if framework == "litellm":
+            from tracerl.adapters.litellm import TracerlLiteLLMLogger
+
+            return TracerlLiteLLMLogger, ("log_", "async_log_")
+        from tracerl.adapters.openai_agents import TracerlTracingProcessor
+
+        return TracerlTracingProcessor, ("on_",)
+
+    def _wrap(self, owner: Any, attr: str, label: str) -> None:
+        import functools
+        import inspect
+
+        original = getattr(owner, attr)
+        cpu = self.cpu
+        if inspect.iscoroutinefunction(original):  # LiteLLM's async hooks (ours never await inside)
+            @functools.wraps(original)
+            async def timed_async(*args: Any, **kwargs: Any) -> Any:
+                t0 = time.thread_time()
+                try:
+                    return await original(*args, **kwargs)
+                finally:
+                    key = (self._mode, label)
+                    cpu[key] = cpu.get(key, 0.0) + time.thread_time() - t0
+
+            setattr(owner, attr, timed_async)
+            return
+
+        @functools.wraps(original)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.thread_time()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                key = (self._mode, label)
+                cpu[key] = cpu.get(key, 0.0) + time.thread_time() - t0
+
+        setattr(owner, attr, timed)
+
+    @staticmethod
+    def _export_threads_cpu() -> float:
+        import threading
+
+        total = 0.0
+        for t in threading.enumerate():
+            if t.name.startswith("OtelBatchSpan") and t.ident is not None:
+                with contextlib.suppress(OSError):  # the thread just ended
+                    total += time.clock_gettime(time.pthread_getcpuclockid(t.ident))
+        return total
+
+    def add(self, mode: str, label: str, seconds: float) -> None:
+        self.cpu[(mode, label)] = self.cpu.get((mode, label), 0.0) + seconds
+
+    def begin(self, mode: str) -> None:
+        self._mode = mode
+        self._export0 = self._export_threads_cpu()
+
+    def end(self, mode: str) -> None:
+        self.add(mode, "span export threads", self._export_threads_cpu() - self._export0)
+
+    def report(self, calls: dict[str, int]) -> None:
+        print("\nours in situ, counted (thread CPU inside our code and on the export threads), us per LLM call:")
+        for mode in ("hook", "tracerl"):
+            parts = {label: v for (m, label), v in self.cpu.items() if m == mode and calls.get(mode)}
+            if not parts:
+                continue
+            total = sum(parts.values())
+            print(f"  {mode}: {total / calls[mode] * 1e6:.0f} in all")
+            for label, v in sorted(parts.items(), key=lambda kv: -kv[1]):
+                print(f"    {label:28} {v / calls[mode] * 1e6:7.1f}")
 
 
 class _GcTimer:
