@@ -331,7 +331,7 @@ def callbacks_only(reps: int = 7, n: int = 1000) -> None:
     print(f"adapter callbacks alone: {reps} x {n} calls; CPU us per LLM call (min / median), callbacks, "
           "and callbacks + span export")
     cases = (("langchain (default)", langchain_caller(False)), ("langchain workflow_spans=True", langchain_caller(True)),
-             ("litellm", litellm_call))
+             ("litellm", litellm_call), ("openai-agents", _agents_caller(tracing, messages, n)))
     for name, fn in cases:
         for i in range(300):
             fn(i)
@@ -348,6 +348,69 @@ def callbacks_only(reps: int = 7, n: int = 1000) -> None:
             total.append((time.process_time() - c0) / n * 1e6)
         print(f"{name:20} {min(inline):6.0f} / {statistics.median(inline):6.0f}   "
               f"{min(total):6.0f} / {statistics.median(total):6.0f}")
+
+
+def _agents_caller(tracing: Any, messages: list[dict[str, Any]], n: int) -> Callable[[int], None]:
+    """The Agents SDK processor's events for one LLM call, fed with the SDK's own span data
+    in the order a recorded episode (agent, task, 2 turns, 2 generations, 1 tool call) gives
+    them: odd calls open the episode and run the tool, even calls end it."""
+    from dataclasses import dataclass
+
+    from agents.tracing.span_data import (
+        AgentSpanData,
+        FunctionSpanData,
+        GenerationSpanData,
+        TaskSpanData,
+        TurnSpanData,
+    )
+
+    from tracerl.adapters import _common
+    from tracerl.adapters.openai_agents import TracerlTracingProcessor
+
+    @dataclass
+    class Span:  # what the processor reads of the SDK's spans
+        trace_id: str
+        span_id: str
+        parent_id: str | None
+        span_data: Any
+        error: Any = None
+
+    processor = TracerlTracingProcessor(_common.tracer(tracing, "openai_agents"))
+    reply = {"role": "assistant", "content": None, "tool_calls": messages[2]["tool_calls"]}
+    usage = {"input_tokens": 9, "output_tokens": 6}
+    opened: dict[int, tuple[Span, Span]] = {}
+
+    def call(i: int) -> None:
+        episode, tid = i // 2 % n, f"trace_{i // 2 % n:032x}"
+
+        def span(kind: str, parent: str | None, data: Any) -> Span:
+            return Span(tid, f"span_{kind}_{episode}", parent, data)
+
+        if i % 2 == 0:
+            agent = span("agent", None, AgentSpanData("solver", tools=["calculator"]))
+            task = span("task", agent.span_id, TaskSpanData("run"))
+            turn = span("turn1", task.span_id, TurnSpanData(1, "solver"))
+            gen = span("gen1", turn.span_id, GenerationSpanData(messages[1:2], [reply], "m", usage=usage))
+            tool = span("tool", turn.span_id, FunctionSpanData("calculator", '{"expression": "12+30"}', "42"))
+            opened[episode] = (agent, task)
+            for s in (agent, task, turn, gen):
+                processor.on_span_start(s)
+            processor.on_span_end(gen)
+            processor.on_span_start(tool)
+            processor.on_span_end(tool)
+            processor.on_span_end(turn)
+        else:
+            turn = span("turn2", f"span_task_{episode}", TurnSpanData(2, "solver"))
+            gen = span("gen2", turn.span_id, GenerationSpanData(messages[1:], [{"role": "assistant",
+                                                                               "content": "The answer is 42."}],
+                                                               "m", usage=usage))
+            for s in (turn, gen):
+                processor.on_span_start(s)
+            agent, task = opened.pop(episode)
+            for s in (gen, turn, task, agent):
+                processor.on_span_end(s)
+
+    return call
 
 
 def main() -> int:
