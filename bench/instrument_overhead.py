@@ -21,6 +21,7 @@ decoding, so every mode sends the same requests and gets the same answers).
     python bench/instrument_overhead.py --framework langgraph --runs 500
     python bench/instrument_overhead.py --framework litellm --server gateway --runs 60 --rounds 3
     python bench/instrument_overhead.py --callbacks     # the adapters' own code alone
+    python bench/instrument_overhead.py --export        # span export by spans per SQLite commit
 """
 
 from __future__ import annotations
@@ -350,6 +351,39 @@ def callbacks_only(reps: int = 7, n: int = 1000) -> None:
               f"{min(total):6.0f} / {statistics.median(total):6.0f}")
 
 
+def export_batches(n: int = 10_000, batches: tuple[int, ...] = (1, 5, 22, 100, 512)) -> None:
+    """What the store's exporter costs per span by spans per SQLite commit: ``n`` GenAI chat
+    spans (700 characters of messages, a new session every 3 spans) made by the SDK, then
+    exported in batches of each size into a fresh store. User and system CPU apart: a commit
+    writes WAL pages, system time."""
+    import resource
+
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from tracerl.core.store import SpanStore, StoreExporter
+
+    provider, memory = TracerProvider(), InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("bench")
+    for i in range(n):
+        tracer.start_span("chat m", attributes={
+            "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": "m",
+            "tracerl.session.id": f"session-{i // 3}", "gen_ai.input.messages": "x" * 600,
+            "gen_ai.output.messages": "y" * 100, "gen_ai.usage.input_tokens": 9, "gen_ai.usage.output_tokens": 5}).end()
+    spans = memory.get_finished_spans()
+    print(f"store export: {n} spans, CPU us per span by spans per commit")
+    for size in batches:
+        exporter = StoreExporter(SpanStore(os.path.join(tempfile.mkdtemp(), "export.db")))
+        r0 = resource.getrusage(resource.RUSAGE_SELF)
+        for i in range(0, n, size):
+            exporter.export(spans[i:i + size])
+        r1 = resource.getrusage(resource.RUSAGE_SELF)
+        user, system = (r1.ru_utime - r0.ru_utime) / n * 1e6, (r1.ru_stime - r0.ru_stime) / n * 1e6
+        print(f"  {size:4} per commit: {user + system:6.1f} (user {user:.1f}, system {system:.1f})")
+
+
 def _agents_caller(tracing: Any, messages: list[dict[str, Any]], n: int) -> Callable[[int], None]:
     """The Agents SDK processor's events for one LLM call, fed with the SDK's own span data
     in the order a recorded episode (agent, task, 2 turns, 2 generations, 1 tool call) gives
@@ -424,11 +458,16 @@ def main() -> int:
                         help="modes to run (none is always run: the baseline)")
     parser.add_argument("--account", action="store_true",
                         help="also count ours in situ: thread CPU inside our callbacks and export threads")
+    parser.add_argument("--export", action="store_true",
+                        help="only time the store's span export by spans per SQLite commit")
     parser.add_argument("--callbacks", action="store_true",
                         help="only time the adapters' callbacks (no framework, no HTTP); see callbacks_only()")
     args = parser.parse_args()
     if args.callbacks:
         callbacks_only()
+        return 0
+    if args.export:
+        export_batches()
         return 0
 
     server = subprocess.Popen([sys.executable, "-c", SERVERS[args.server]], stdin=subprocess.PIPE,

@@ -146,8 +146,8 @@ def setup_tracing(
                 # of agents outruns one SQLite writer for a moment; a span is ~1-2 kB queued.
                 # A write every second, not every 0.2 s: each SQLite commit costs ~0.3 ms of
                 # CPU (WAL pages written), so spans per commit set the export cost per span
-                # (~24 us at 22 per commit, ~18 at 100: bench/instrument_overhead.py). Whoever
-                # needs the spans now (an episode ending, Tracing.flush) flushes them.
+                # (~24 us at 22 per commit, ~18 at 100: `bench/instrument_overhead.py --export`).
+                # Whoever needs the spans now (an episode ending, Tracing.flush) flushes them.
                 provider.add_span_processor(BatchSpanProcessor(StoreExporter(st), schedule_delay_millis=1000,
                                                                max_queue_size=1 << 16))
                 state.sinks.add(f"store:{path}")
