@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import tracerl
 from tracerl.testing import ScriptedServer, calculator_script
 
 agents = pytest.importorskip("agents")
-
 
 
 @pytest.fixture
@@ -69,6 +70,46 @@ async def test_workflow_spans_option_adds_the_run_above_the_agent(tracing):
     (agent,) = [s for s in spans.values() if s.name == "invoke_agent math_solver"]
     assert spans[agent.parent_span_id].name.startswith("invoke_workflow")
     assert ep.reward == 1.0 and [t.name for t in ep.trajectories] == ["math_solver"]
+
+
+async def test_a_handoff_is_a_span_and_each_agent_a_trajectory(tracing, instrumented):
+    from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool
+    from openai import AsyncOpenAI
+
+    @function_tool
+    def calculator(expression: str) -> str:
+        """Evaluate a+b."""
+        a, b = expression.split("+")
+        return str(int(a) + int(b))
+
+    def script(messages, tools):
+        if "transfer_to_math_solver" in [t["function"]["name"] for t in tools]:  # the triage agent
+            return {"content": None, "tool_calls": [{"name": "transfer_to_math_solver", "arguments": {}}]}
+        if messages[-1].get("role") == "tool" and "calculator" not in json.dumps(messages[-2]):
+            return calculator_script([m for m in messages if m.get("role") == "user"], tools)  # just handed over
+        return calculator_script(messages, tools)
+
+    with ScriptedServer(script, tracer_provider=tracing.provider) as server:
+        @tracerl.rollout
+        async def solve(task, config):
+            model = OpenAIChatCompletionsModel(model="scripted", openai_client=AsyncOpenAI(
+                base_url=server.url + "/v1", api_key="x"))
+            solver = Agent(name="math_solver", instructions="Use the calculator.", tools=[calculator], model=model)
+            triage = Agent(name="triage", instructions="Route.", handoffs=[solver], model=model)
+            return float("12" in (await Runner.run(triage, task.data["q"])).final_output)
+
+        ep = await solve({"id": "t", "data": {"q": "What is 7+5?"}}, tracing=tracing)
+    spans = {s.span_id: s for s in next(iter(tracing.stores.values())).spans(session_id=ep.id)
+             if s.scope and s.scope.endswith("openai_agents")}
+    (handoff,) = [s for s in spans.values() if s.name.startswith("handoff")]
+    assert handoff.name == "handoff triage -> math_solver"
+    assert spans[handoff.parent_span_id].name == "invoke_agent triage"
+    assert ep.reward == 1.0 and [t.name for t in ep.trajectories] == ["triage", "math_solver"]
+    triage, solver = ep.trajectories
+    assert [s.sequence for s in triage.steps] == [0] and [s.sequence for s in solver.steps] == [1, 2]
+    assert triage.steps[0].output_message.tool_calls[0].name == "transfer_to_math_solver"
+    assert all(s.has_tokens for s in ep.steps) and ep.metrics["convert/joined_by_parent"] == 3
+    assert instrumented == []
 
 
 def test_uninstrument_restores_the_sdk_processors(tracing):

@@ -125,7 +125,10 @@ class TracerlTracingProcessor(TracingProcessor):
         try:
             if found.token is not None:
                 otel_context.detach(found.token)  # type: ignore[arg-type]
-            otel_span.set_attributes(_end_attributes(span.span_data))
+            data = span.span_data
+            otel_span.set_attributes(_end_attributes(data))
+            if data.type == "handoff":  # the SDK learns where a handoff went only as it ends
+                otel_span.update_name(f"handoff {data.from_agent} -> {data.to_agent}")
             if span.error:
                 otel_span.set_status(Status(StatusCode.ERROR, str(span.error.get("message", ""))[:200]))
         except Exception:  # a span ended in another context: nothing to restore; still end it
