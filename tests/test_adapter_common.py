@@ -100,3 +100,36 @@ def test_openai_messages_json_reads_pydantic_messages():
     expected = Message(role="assistant", content="5", tool_calls=[ToolCall(id="c1", name="calculator", arguments="{}")])
     assert _common.openai_messages_json([reply]) == sc.genai_message_json([expected])
     assert _common.openai_messages_json([reply], dicts_only=True) == "[]"
+
+
+def test_responses_items_become_chat_messages():
+    from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
+
+    from tracerl.core.messages import responses_to_chat
+
+    assert responses_to_chat("hi", "Be brief.") == [{"role": "system", "content": "Be brief."},
+                                                    {"role": "user", "content": "hi"}]
+    items = [
+        {"role": "developer", "content": "Use tools."},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "7+5"},
+                                                         {"type": "input_image", "image_url": "x"}]},
+        {"type": "reasoning", "id": "rs_1", "summary": []},  # no chat message
+        ResponseOutputMessage.model_validate({"type": "message", "id": "msg_1", "role": "assistant",
+                                              "status": "completed", "content": [
+                                                  {"type": "output_text", "text": "Let me add.", "annotations": []}]}),
+        ResponseFunctionToolCall.model_validate({"type": "function_call", "call_id": "c1", "name": "calc",
+                                                 "arguments": '{"e": "7+5"}'}),
+        {"type": "function_call", "call_id": "c2", "name": "calc", "arguments": ""},
+        {"type": "function_call_output", "call_id": "c1", "output": "12"},
+        {"type": "function_call_output", "call_id": "c2", "output": [{"type": "input_text", "text": "12"}]},
+        {"type": "function_call", "call_id": "c3", "name": "calc", "arguments": "{}"},  # no assistant text before
+    ]
+    call = lambda i, args: {"id": i, "type": "function", "function": {"name": "calc", "arguments": args}}  # noqa: E731
+    assert responses_to_chat(items) == [
+        {"role": "developer", "content": "Use tools."},
+        {"role": "user", "content": "7+5"},
+        {"role": "assistant", "content": "Let me add.", "tool_calls": [call("c1", '{"e": "7+5"}'), call("c2", "{}")]},
+        {"role": "tool", "tool_call_id": "c1", "content": "12"},
+        {"role": "tool", "tool_call_id": "c2", "content": '[{"type":"input_text","text":"12"}]'},
+        {"role": "assistant", "content": None, "tool_calls": [call("c3", "{}")]},
+    ]

@@ -24,8 +24,9 @@ def instrumented(tracing, monkeypatch):
     tracerl.uninstrument("openai-agents")
 
 
-async def _solve_7_plus_5(tracing):
-    from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool
+async def _solve_7_plus_5(tracing, model_class="OpenAIChatCompletionsModel"):
+    import agents as sdk
+    from agents import Agent, Runner, function_tool
     from openai import AsyncOpenAI
 
     @function_tool
@@ -39,13 +40,42 @@ async def _solve_7_plus_5(tracing):
         async def solve(task, config):
             client = AsyncOpenAI(base_url=server.url + "/v1", api_key="x")
             agent = Agent(name="math_solver", instructions="Use the calculator.", tools=[calculator],
-                          model=OpenAIChatCompletionsModel(model="scripted", openai_client=client))
+                          model=getattr(sdk, model_class)(model="scripted", openai_client=client))
             result = await Runner.run(agent, task.data["q"])
             return float("12" in result.final_output)
 
         ep = await solve({"id": "t", "data": {"q": "What is 7+5?"}}, tracing=tracing)
     spans = next(iter(tracing.stores.values())).spans(session_id=ep.id)
     return ep, {s.span_id: s for s in spans if s.scope and s.scope.endswith("openai_agents")}
+
+
+async def test_the_responses_api_model_gives_the_chat_completions_episode(tracing, instrumented):
+    """The SDK's default model speaks the Responses API: its response spans carry the same
+    conversation as GenAI messages, so the episode is the one the chat model gives, and our
+    spans alone (an app on a hosted model) still hold every message."""
+    from tracerl.core.convert import episode_from_spans
+
+    chat_ep, _ = await _solve_7_plus_5(tracing)
+    ep, spans = await _solve_7_plus_5(tracing, "OpenAIResponsesModel")
+    assert ep.reward == 1.0 and [t.name for t in ep.trajectories] == ["math_solver"]
+    assert sorted(s.name for s in spans.values()) == [
+        "chat scripted", "chat scripted", "execute_tool calculator", "invoke_agent math_solver"]
+    assert ep.metrics["convert/joined_by_parent"] == 2 and all(s.has_tokens for s in ep.steps)
+    first, second = ep.steps
+    assert [(m.role, m.content) for m in first.input_messages] == [
+        ("system", "Use the calculator."), ("user", "What is 7+5?")]
+    assert first.output_message.tool_calls[0].name == "calculator"
+    assert second.input_messages[-1].role == "tool" and second.input_messages[-1].content == "12"
+    assert second.output_message.content == "The answer is 12."
+    for ours, chat in zip(ep.steps, chat_ep.steps, strict=True):  # the same conversation, both APIs
+        assert [(m.role, m.content) for m in ours.input_messages] == [
+            (m.role, m.content) for m in chat.input_messages]
+        assert ours.output_message.content == chat.output_message.content
+
+    alone = episode_from_spans(list(spans.values()))
+    assert [s.has_tokens for s in alone.steps] == [False, False]
+    assert [m.model_dump() for s in alone.steps for m in s.input_messages] == [
+        m.model_dump() for s in ep.steps for m in s.input_messages]
 
 
 async def test_agent_with_tool_becomes_an_episode_joined_to_gateway_tokens(tracing, instrumented):

@@ -1,7 +1,7 @@
 """Test helpers: a scripted OpenAI-compatible server that records spans like the gateway.
 
-:class:`ScriptedServer` answers ``POST /v1/chat/completions`` (and the same under
-``/sessions/{id}/v1``) from a Python function instead of a model. It tokenizes with a
+:class:`ScriptedServer` answers ``POST /v1/chat/completions`` and ``/v1/responses`` (and the
+same under ``/sessions/{id}/v1``) from a Python function instead of a model. It tokenizes with a
 byte-level ChatML tokenizer (:class:`ByteTokenizer`) and, per call, emits the same
 token-level ``tracerl.*`` span the real gateway emits: prompt and response ids, logprobs, a
 per-session sequence number, the session from the URL path or W3C baggage, as a child of
@@ -27,6 +27,7 @@ from opentelemetry import baggage, trace
 from opentelemetry.propagate import extract
 
 from .core import semconv as sc
+from .core.messages import responses_to_chat
 from .core.types import Message, ToolCall
 
 IM_START, IM_END = 256, 257
@@ -169,6 +170,32 @@ class ScriptedServer:
             "prompt_token_ids": prompt_ids,
         }
 
+    def respond(self, body: dict[str, Any], session: str | None, headers: dict[str, str]) -> dict[str, Any]:
+        """``POST /v1/responses`` (the Responses API, not streamed): the same script and
+        recorded span, in that API's shapes."""
+        messages = responses_to_chat(body.get("input"), body.get("instructions"))
+        tools = [{"type": "function", "function": {k: t[k] for k in ("name", "description", "parameters") if k in t}}
+                 for t in body.get("tools") or () if t.get("type") == "function"]
+        doc = self.complete({"model": body.get("model", self.model), "messages": messages, "tools": tools},
+                            session, headers)
+        message, usage = doc["choices"][0]["message"], doc["usage"]
+        output: list[dict[str, Any]] = []
+        if message.get("content"):
+            output.append({"type": "message", "id": f"msg_{uuid.uuid4().hex[:12]}", "status": "completed",
+                           "role": "assistant",
+                           "content": [{"type": "output_text", "text": message["content"], "annotations": []}]})
+        for tc in message.get("tool_calls") or ():
+            output.append({"type": "function_call", "id": f"fc_{uuid.uuid4().hex[:12]}", "call_id": tc["id"],
+                           "name": tc["function"]["name"], "arguments": tc["function"]["arguments"],
+                           "status": "completed"})
+        return {"id": doc["id"], "object": "response", "created_at": doc["created"], "model": doc["model"],
+                "status": "completed", "output": output, "instructions": body.get("instructions"),
+                "parallel_tool_calls": True, "tool_choice": body.get("tool_choice") or "auto",
+                "tools": body.get("tools") or [],
+                "usage": {"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"],
+                          "total_tokens": usage["total_tokens"], "input_tokens_details": {"cached_tokens": 0},
+                          "output_tokens_details": {"reasoning_tokens": 0}}}
+
     def _emit(self, body, session, headers, prompt_ids, response_ids, logprobs, content, tool_calls, finish, rid, seq):  # noqa: ANN001
         ctx = extract(headers)
         session = session or baggage.get_baggage(sc.BAGGAGE_SESSION_KEY, ctx)
@@ -231,12 +258,15 @@ class ScriptedServer:
                 if path.startswith("/sessions/"):
                     session, _, path = path[len("/sessions/"):].partition("/")
                     path = "/" + path
-                if path != "/v1/chat/completions":
+                answer = {"/v1/chat/completions": server.complete, "/v1/responses": server.respond}.get(path)
+                if answer is None:
                     self._send(404, {"error": {"message": f"no route {path}", "type": "invalid_request_error"}})
                     return
                 try:
                     body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-                    doc = server.complete(body, session, {k.lower(): v for k, v in self.headers.items()})
+                    if body.get("stream") and answer is server.respond:
+                        raise ValueError("ScriptedServer streams Chat Completions only, not Responses")
+                    doc = answer(body, session, {k.lower(): v for k, v in self.headers.items()})
                 except Exception as exc:  # noqa: BLE001 - a test server reports, never dies
                     self._send(400, {"error": {"message": str(exc), "type": "invalid_request_error"}})
                     return

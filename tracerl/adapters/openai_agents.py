@@ -24,6 +24,8 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from tracerl.core.messages import responses_to_chat
+
 from . import _common
 
 SUPPORTED_VERSIONS = "openai-agents >= 0.20"
@@ -129,6 +131,8 @@ class TracerlTracingProcessor(TracingProcessor):
             otel_span.set_attributes(_end_attributes(data))
             if data.type == "handoff":  # the SDK learns where a handoff went only as it ends
                 otel_span.update_name(f"handoff {data.from_agent} -> {data.to_agent}")
+            elif data.type == "response" and data.response is not None:  # the model, known now
+                otel_span.update_name(f"chat {data.response.model}")
             if span.error:
                 otel_span.set_status(Status(StatusCode.ERROR, str(span.error.get("message", ""))[:200]))
         except Exception:  # a span ended in another context: nothing to restore; still end it
@@ -150,8 +154,12 @@ def _end_attributes(data: Any) -> dict[str, Any]:
         }
         usage = data.usage or {}
     elif data.type == "response" and data.response is not None:
-        resp = data.response
-        attrs = {"gen_ai.response.id": str(resp.id), "gen_ai.response.model": str(resp.model)}
+        resp = data.response  # the Responses API (the SDK's default model): items, not messages
+        attrs = {"gen_ai.response.id": str(resp.id), "gen_ai.response.model": str(resp.model),
+                 "gen_ai.request.model": str(resp.model),
+                 "gen_ai.input.messages": _common.openai_messages_json(
+                     responses_to_chat(data.input, getattr(resp, "instructions", None))),
+                 "gen_ai.output.messages": _common.openai_messages_json(responses_to_chat(resp.output))}
         usage = {"input_tokens": getattr(resp.usage, "input_tokens", None),
                  "output_tokens": getattr(resp.usage, "output_tokens", None)} if resp.usage else {}
     elif data.type == "function":

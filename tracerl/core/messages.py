@@ -238,3 +238,37 @@ def genai_message_json(messages: list[Message]) -> str:
             doc["name"] = m.name
         out.append(doc)
     return _json.dumps(out)  # orjson on the adapters' hot path: ~5x json.dumps
+
+
+def responses_to_chat(items: Any, instructions: Any = None) -> list[dict[str, Any]]:
+    """OpenAI Responses API items (a request's ``input``, a response's ``output``; dicts or
+    the SDK's pydantic objects; a plain string is one user message) as Chat Completions
+    messages, the shape the rest of tracerl reads. A ``function_call`` joins the assistant
+    message before it, as tool calls do in Chat Completions; ``instructions`` become the
+    system message. Items that are no chat message (reasoning, built-in tool calls) are left
+    out."""
+    out: list[dict[str, Any]] = []
+    if isinstance(instructions, str) and instructions:
+        out.append({"role": "system", "content": instructions})
+    if isinstance(items, str):
+        return [*out, {"role": "user", "content": items}]
+    for item in items or ():
+        if not isinstance(item, dict):
+            item = item.model_dump() if hasattr(item, "model_dump") else {}
+        kind = item.get("type") or "message"
+        if kind == "message":
+            content = item.get("content")
+            if isinstance(content, list):  # input_text / output_text parts
+                content = "".join(str(p.get("text", "")) for p in content
+                                  if isinstance(p, dict) and p.get("type") in ("input_text", "output_text", "text"))
+            out.append({"role": str(item.get("role") or "user"), "content": content})
+        elif kind == "function_call":
+            call = {"id": item.get("call_id"), "type": "function",
+                    "function": {"name": item.get("name") or "", "arguments": item.get("arguments") or "{}"}}
+            if out and out[-1]["role"] == "assistant":
+                out[-1].setdefault("tool_calls", []).append(call)
+            else:
+                out.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind == "function_call_output":
+            out.append({"role": "tool", "tool_call_id": item.get("call_id"), "content": text(item.get("output"))})
+    return out

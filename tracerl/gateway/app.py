@@ -358,6 +358,13 @@ _NO_TELEMETRY: dict[str, Any] = (
 )
 
 
+# The OpenAI Agents SDK's default model speaks the Responses API: say how to switch it.
+_NO_RESPONSES_API = (
+    "; this gateway serves Chat Completions and Completions, not the Responses API: give an OpenAI "
+    "Agents SDK agent OpenAIChatCompletionsModel, or call agents.set_default_openai_api('chat_completions')"
+)
+
+
 def create_app(engine: Engine, store: SpanStore, *, api_key: str | None = None,
                model_aliases: tuple[str, ...] = (), max_body_bytes: int = 32 * 2**20) -> FastAPI:
     """The ASGI app. Serve it with uvicorn, or use :class:`tracerl.gateway.GatewayServer`."""
@@ -373,7 +380,10 @@ def create_app(engine: Engine, store: SpanStore, *, api_key: str | None = None,
     async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
         # Unknown path (404), wrong method (405): an OpenAI-style body too, not plain text.
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
-        err = p.APIError(exc.status_code, f"{exc.detail}: {request.method} {request.url.path}", code=code)
+        message = f"{exc.detail}: {request.method} {request.url.path}"
+        if exc.status_code == 404 and request.url.path.rstrip("/").endswith("/v1/responses"):
+            message += _NO_RESPONSES_API
+        err = p.APIError(exc.status_code, message, code=code)
         return json_response(err.body(), exc.status_code, exc.headers)
 
     @app.exception_handler(ValidationError)
