@@ -24,7 +24,7 @@ def instrumented(tracing, monkeypatch):
     tracerl.uninstrument("openai-agents")
 
 
-async def _solve_7_plus_5(tracing, model_class="OpenAIChatCompletionsModel"):
+async def _solve_7_plus_5(tracing, model_class="OpenAIChatCompletionsModel", streamed=False):
     import agents as sdk
     from agents import Agent, Runner, function_tool
     from openai import AsyncOpenAI
@@ -41,7 +41,12 @@ async def _solve_7_plus_5(tracing, model_class="OpenAIChatCompletionsModel"):
             client = AsyncOpenAI(base_url=server.url + "/v1", api_key="x")
             agent = Agent(name="math_solver", instructions="Use the calculator.", tools=[calculator],
                           model=getattr(sdk, model_class)(model="scripted", openai_client=client))
-            result = await Runner.run(agent, task.data["q"])
+            if streamed:
+                result = Runner.run_streamed(agent, task.data["q"])
+                async for _ in result.stream_events():
+                    pass
+            else:
+                result = await Runner.run(agent, task.data["q"])
             return float("12" in result.final_output)
 
         ep = await solve({"id": "t", "data": {"q": "What is 7+5?"}}, tracing=tracing)
@@ -89,6 +94,16 @@ async def test_agent_with_tool_becomes_an_episode_joined_to_gateway_tokens(traci
     names = sorted(s.name for s in spans.values())
     assert names == ["chat scripted", "chat scripted", "execute_tool calculator", "invoke_agent math_solver"]
     assert instrumented == []  # nothing went to OpenAI's trace endpoint
+
+
+async def test_a_streamed_run_gives_the_same_episode(tracing, instrumented):
+    ep, spans = await _solve_7_plus_5(tracing, streamed=True)
+    assert ep.reward == 1.0 and [t.name for t in ep.trajectories] == ["math_solver"]
+    assert [s.sequence for s in ep.steps] == [0, 1] and all(s.has_tokens for s in ep.steps)
+    assert ep.metrics["convert/joined_by_parent"] == 2
+    assert ep.steps[1].output_message.content == "The answer is 12."
+    assert sorted(s.name for s in spans.values()) == [
+        "chat scripted", "chat scripted", "execute_tool calculator", "invoke_agent math_solver"]
 
 
 async def test_workflow_spans_option_adds_the_run_above_the_agent(tracing):
