@@ -79,6 +79,7 @@ async def test_the_responses_api_model_gives_the_chat_completions_episode(tracin
 
     alone = episode_from_spans(list(spans.values()))
     assert [s.has_tokens for s in alone.steps] == [False, False]
+    assert [[t["function"]["name"] for t in s.tools] for s in alone.steps] == [["calculator"], ["calculator"]]
     assert [m.model_dump() for s in alone.steps for m in s.input_messages] == [
         m.model_dump() for s in ep.steps for m in s.input_messages]
 

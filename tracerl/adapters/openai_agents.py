@@ -24,6 +24,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from tracerl.core import _json
 from tracerl.core.messages import responses_to_chat
 
 from . import _common
@@ -160,6 +161,8 @@ def _end_attributes(data: Any) -> dict[str, Any]:
                  "gen_ai.input.messages": _common.openai_messages_json(
                      responses_to_chat(data.input, getattr(resp, "instructions", None))),
                  "gen_ai.output.messages": _common.openai_messages_json(responses_to_chat(resp.output))}
+        if resp.tools:  # the Response repeats the tools offered (flat GenAI shape already)
+            attrs["gen_ai.tool.definitions"] = _json.dumps([t.model_dump(exclude_none=True) for t in resp.tools])
         usage = {"input_tokens": getattr(resp.usage, "input_tokens", None),
                  "output_tokens": getattr(resp.usage, "output_tokens", None)} if resp.usage else {}
     elif data.type == "function":
