@@ -133,3 +133,28 @@ def test_responses_items_become_chat_messages():
         {"role": "tool", "tool_call_id": "c2", "content": '[{"type":"input_text","text":"12"}]'},
         {"role": "assistant", "content": None, "tool_calls": [call("c3", "{}")]},
     ]
+
+
+def test_instrument_keeps_writing_to_the_store_the_provider_has(tmp_path):
+    """An adapter given a provider that tracerl already writes to adds no second store (the
+    default one under TRACERL_HOME): every span, the gateway's included, stays in one file."""
+    import os
+
+    import tracerl
+    from tracerl.core.otel import setup_tracing
+    from tracerl.core.store import SpanStore, default_store_path
+
+    provider = TracerProvider()
+    tracing = setup_tracing(SpanStore(tmp_path / "mine.db"), tracer_provider=provider)
+    tracerl.instrument("langchain", tracer_provider=provider)
+    try:
+        assert list(tracing.stores) == [str(tmp_path / "mine.db")]
+        assert not os.path.exists(default_store_path())
+    finally:
+        tracerl.uninstrument("langchain")
+        provider.shutdown()
+    fresh = TracerProvider()  # a provider with no store yet gets the default one
+    try:
+        assert list(setup_tracing(tracer_provider=fresh).stores) == [str(default_store_path())]
+    finally:
+        fresh.shutdown()

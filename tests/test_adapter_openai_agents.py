@@ -170,3 +170,40 @@ def test_uninstrument_restores_the_sdk_processors(tracing):
     assert not any(type(p).__name__ == "BatchTraceProcessor" for p in during)
     tracerl.uninstrument("openai-agents")
     assert tuple(provider._multi_processor._processors) == before
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_an_agent_on_the_sdk_default_model_trains_through_the_gateway(tracing, instrumented, tiny_engine,
+                                                                           streamed):
+    """The Agents SDK's default model speaks the Responses API; the gateway serves it, so the
+    one instrument line is all an agent needs: its episode carries the gateway's tokens."""
+    from agents import Agent, ModelSettings, OpenAIResponsesModel, Runner
+    from openai import AsyncOpenAI
+
+    from tracerl.gateway import GatewayServer
+
+    store = next(iter(tracing.stores.values()))
+    with GatewayServer(tiny_engine, store) as gateway:
+        @tracerl.rollout
+        async def answer(task, config):
+            agent = Agent(name="solver", instructions="Answer briefly.",
+                          model=OpenAIResponsesModel(model="tracerl-tiny", openai_client=AsyncOpenAI(
+                              base_url=gateway.url + "/v1", api_key="x")),
+                          model_settings=ModelSettings(max_tokens=12, temperature=0.0))
+            if streamed:
+                result = Runner.run_streamed(agent, task.data["q"])
+                async for _ in result.stream_events():
+                    pass
+            else:
+                result = await Runner.run(agent, task.data["q"])
+            return float(bool(result.final_output))
+
+        ep = await answer({"id": "t", "data": {"q": "What is 2 + 3?"}}, tracing=tracing)
+    (traj,) = ep.trajectories
+    (step,) = traj.steps
+    assert traj.name == "solver" and ep.metrics["convert/joined_by_parent"] == 1
+    (gateway_span,) = [s for s in store.spans(session_id=ep.id) if s.attributes.get("tracerl.source") == "gateway"]
+    assert step.response_ids == gateway_span.attributes["tracerl.llm.response_token_ids"]
+    assert step.prompt_ids == gateway_span.attributes["tracerl.llm.prompt_token_ids"]
+    assert [m.role for m in step.input_messages] == ["system", "user"]
+    assert step.output_message.content == tiny_engine.tokenizer.decode(step.response_ids, skip_special_tokens=True)

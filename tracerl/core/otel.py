@@ -121,7 +121,9 @@ def setup_tracing(
 ) -> Tracing:
     """Attach tracerl's processors to ``tracer_provider`` (default: the global one).
 
-    ``store``: a :class:`SpanStore` or a path (default :func:`~.store.default_store_path`).
+    ``store``: a :class:`SpanStore` or a path; by default the store this provider already
+    writes to (so ``setup_tracing(my_store, tracer_provider=p)`` then ``tracerl.instrument(...,
+    tracer_provider=p)`` keeps writing to ``my_store`` alone), else :func:`~.store.default_store_path`.
     ``otlp_endpoint``: also export to an OTLP/HTTP collector, e.g. ``http://127.0.0.1:4318``.
     Idempotent per provider and sink.
     """
@@ -132,7 +134,7 @@ def setup_tracing(
             state = Tracing(provider=provider)
             provider._tracerl_state = state  # type: ignore[attr-defined]
             provider.add_span_processor(SessionSpanProcessor())
-        if use_store:
+        if use_store and not (store is None and state.stores):
             st = store if isinstance(store, SpanStore) else None
             path = st.path if st is not None else str(store) if store is not None else None
             if path is None:

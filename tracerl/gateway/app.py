@@ -1,7 +1,8 @@
 """The gateway: an OpenAI-compatible server that records the token truth of every call.
 
 Routes (each also under ``/sessions/{session_id}``): ``POST /v1/chat/completions``
-(streaming or not), ``POST /v1/completions``, ``GET /v1/models``; plus ``GET /health`` and
+(streaming or not), ``POST /v1/responses`` (the Responses API, served as a chat call:
+:mod:`.responses`), ``POST /v1/completions``, ``GET /v1/models``; plus ``GET /health`` and
 ``POST /v1/traces`` (OTLP/HTTP, protobuf or JSON) so remote agents need one address.
 
 Per generated choice the gateway writes one span to the span store *before* answering, so a
@@ -37,6 +38,7 @@ from tracerl.core.store import SpanStore
 from tracerl.engines.base import Engine, Generation
 
 from . import protocol as p
+from . import responses as rs
 from .recording import CallRecord, gateway_span, new_ids
 from .streaming import sse_chat
 from .writer import SpanWriter
@@ -267,6 +269,22 @@ class Gateway:
             return StreamingResponse(sse_chat(doc, gens, None, req), media_type="text/event-stream")
         return json_response(doc)
 
+    async def responses(self, request: Request, path_session: str | None) -> Response:
+        """The Responses API, served and recorded as a chat call (see :mod:`.responses`)."""
+        body = await _json_body(request)
+        req = p.ChatRequest.model_validate(rs.chat_request(body))
+        self.check_model(req.model)
+        if getattr(self.engine, "passthrough", False):
+            raise p.APIError(400, "/v1/responses needs a local engine; this gateway forwards to an upstream API: "
+                                  "use /v1/chat/completions")
+        prompt_ids = self.chat_prompt(req)
+        rid, _, choices, usage = await self.run_and_record(
+            request, path_session, req, prompt_ids, lambda g, i: self.choice(g, i, req))
+        doc = rs.response(rid, self.engine.model_name, choices[0]["message"], usage, body, choices[0]["finish_reason"])
+        if req.stream:
+            return StreamingResponse(rs.sse_events(doc), media_type="text/event-stream")
+        return json_response(doc)
+
     # -- completions ------------------------------------------------------------------
 
     def completion_prompt(self, req: p.CompletionRequest) -> list[int]:
@@ -358,13 +376,6 @@ _NO_TELEMETRY: dict[str, Any] = (
 )
 
 
-# The OpenAI Agents SDK's default model speaks the Responses API: say how to switch it.
-_NO_RESPONSES_API = (
-    "; this gateway serves Chat Completions and Completions, not the Responses API: give an OpenAI "
-    "Agents SDK agent OpenAIChatCompletionsModel, or call agents.set_default_openai_api('chat_completions')"
-)
-
-
 def create_app(engine: Engine, store: SpanStore, *, api_key: str | None = None,
                model_aliases: tuple[str, ...] = (), max_body_bytes: int = 32 * 2**20) -> FastAPI:
     """The ASGI app. Serve it with uvicorn, or use :class:`tracerl.gateway.GatewayServer`."""
@@ -380,10 +391,7 @@ def create_app(engine: Engine, store: SpanStore, *, api_key: str | None = None,
     async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
         # Unknown path (404), wrong method (405): an OpenAI-style body too, not plain text.
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
-        message = f"{exc.detail}: {request.method} {request.url.path}"
-        if exc.status_code == 404 and request.url.path.rstrip("/").endswith("/v1/responses"):
-            message += _NO_RESPONSES_API
-        err = p.APIError(exc.status_code, message, code=code)
+        err = p.APIError(exc.status_code, f"{exc.detail}: {request.method} {request.url.path}", code=code)
         return json_response(err.body(), exc.status_code, exc.headers)
 
     @app.exception_handler(ValidationError)
@@ -414,6 +422,9 @@ def create_app(engine: Engine, store: SpanStore, *, api_key: str | None = None,
     async def completions(request: Request) -> Response:
         return await gw.completions(request, request.path_params.get("session_id"))
 
+    async def responses(request: Request) -> Response:
+        return await gw.responses(request, request.path_params.get("session_id"))
+
     # Plain Starlette routes: FastAPI's dependency solving and response validation would
     # add work per call for no use here (we validate bodies ourselves, with our errors).
     app.add_route("/health", health, methods=["GET"])
@@ -421,6 +432,7 @@ def create_app(engine: Engine, store: SpanStore, *, api_key: str | None = None,
         app.add_route(prefix + "/v1/models", models, methods=["GET"])
         app.add_route(prefix + "/v1/chat/completions", chat, methods=["POST"])
         app.add_route(prefix + "/v1/completions", completions, methods=["POST"])
+        app.add_route(prefix + "/v1/responses", responses, methods=["POST"])
     app.add_route("/v1/traces", gw.otlp, methods=["POST"])
     app.add_middleware(_Guard, limit=max_body_bytes, api_key=api_key)
     return app
