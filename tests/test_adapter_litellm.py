@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -23,7 +24,7 @@ def instrumented(tracing):
 
 async def _wait_for(store, session, n):
     for _ in range(300):  # LiteLLM logs after the call returns, on a worker
-        if sum(1 for s in store.spans(session_id=session) if s.name.startswith("chat openai")) >= n:
+        if sum(1 for s in store.spans(session_id=session) if s.scope == "tracerl.litellm") >= n:
             return
         await asyncio.sleep(0.01)
 
@@ -74,6 +75,26 @@ async def test_async_calls_to_a_plain_gateway_url_join_the_session(tracing, inst
     assert [st.output_message.content for st in ep.steps] == [r.choices[0].message.content for r in replies]
     decoded = [tiny_engine.tokenizer.decode(st.response_ids, skip_special_tokens=True) for st in ep.steps]
     assert decoded == [r.choices[0].message.content for r in replies]
+
+
+def test_responses_api_calls_are_steps_joined_to_the_gateway_tokens(tracing, instrumented, tiny_engine):
+    """litellm.responses() through the gateway's /v1/responses: the logger records the
+    Responses items as messages, and its span joins the gateway's by response id."""
+    store = next(iter(tracing.stores.values()))
+    with GatewayServer(tiny_engine, store) as gw:
+        with tracerl.session(task={"id": "t"}, tracing=tracing) as s:
+            reply = litellm.responses(model="openai/tracerl-tiny", api_base=gw.url + "/v1", api_key="x",
+                                      input="What is 3 + 2?", max_output_tokens=12, temperature=0.0)
+        asyncio.run(_wait_for(store, s.episode_id, 1))
+    ep = s.episode()
+    (step,) = ep.steps
+    assert step.has_tokens and "framework_span_id" in step.metadata
+    assert ep.metrics["convert/joined_by_response_id"] == 1
+    text = reply.output[0].content[0].text
+    assert step.output_message.content == text
+    assert tiny_engine.tokenizer.decode(step.response_ids, skip_special_tokens=True) == text
+    ours = [r for r in store.spans(session_id=s.episode_id) if r.scope == "tracerl.litellm"]
+    assert json.loads(ours[0].attributes["gen_ai.output.messages"])[0]["parts"][0]["content"] == text
 
 
 def test_uninstrument_removes_the_logger_everywhere(tracing):

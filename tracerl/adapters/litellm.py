@@ -21,6 +21,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from tracerl.core import _json
 from tracerl.core import semconv as sc
+from tracerl.core.messages import responses_to_chat
 from tracerl.core.otel import register_flush_hook, unregister_flush_hook
 
 from . import _common
@@ -115,16 +116,34 @@ def _response_attributes(response: Any) -> dict[str, Any]:
         attrs["gen_ai.output.messages"] = _common.openai_messages_json([getattr(choice, "message", None) or {}])
         if getattr(choice, "finish_reason", None):
             attrs["gen_ai.response.finish_reasons"] = [str(choice.finish_reason)]
+    elif isinstance(getattr(response, "output", None), list):  # litellm.responses(): Responses API items
+        attrs["gen_ai.output.messages"] = _common.openai_messages_json(responses_to_chat(response.output))
     if getattr(response, "id", None):
-        attrs["gen_ai.response.id"] = str(response.id)
+        attrs["gen_ai.response.id"] = _provider_response_id(str(response.id))
     if getattr(response, "model", None):
         attrs["gen_ai.response.model"] = str(response.model)
     usage = getattr(response, "usage", None)
     if usage is not None:
         for ours, theirs in (("input_tokens", "prompt_tokens"), ("output_tokens", "completion_tokens")):
-            if isinstance(getattr(usage, theirs, None), int):
-                attrs[f"gen_ai.usage.{ours}"] = getattr(usage, theirs)
+            value = getattr(usage, theirs, None)
+            value = value if isinstance(value, int) else getattr(usage, ours, None)  # Responses usage
+            if isinstance(value, int):
+                attrs[f"gen_ai.usage.{ours}"] = value
     return attrs
+
+
+def _provider_response_id(rid: str) -> str:
+    """The provider's own id of a response. LiteLLM hands out Responses API ids with its
+    routing packed in (``resp_`` + base64 of provider, model and id); the gateway recorded the
+    provider's id, and the converter joins the two spans by it."""
+    if not rid.startswith("resp_"):
+        return rid
+    try:
+        from litellm.responses.utils import ResponsesAPIRequestUtils
+
+        return str(ResponsesAPIRequestUtils.decode_responses_api_response_id(rid).get("response_id") or rid)
+    except Exception:  # another LiteLLM: keep the id as given
+        return rid
 
 
 _state: dict[str, Any] = {}
