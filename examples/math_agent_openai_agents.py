@@ -1,11 +1,11 @@
-"""The math agent with the OpenAI Agents SDK (Chat Completions model, a function tool).
+"""The math agent with the OpenAI Agents SDK (its default Responses API model, a function tool).
 
     python examples/math_agent_openai_agents.py --tasks 8
 """
 
 from __future__ import annotations
 
-from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, Runner, function_tool
+from agents import Agent, ModelSettings, OpenAIResponsesModel, Runner, function_tool
 from agents.exceptions import MaxTurnsExceeded
 from common import ARITHMETIC, MAX_CALLS, TLS, instructions, run
 from common import calculator as evaluate
@@ -32,7 +32,7 @@ async def solve(task: tracerl.Task, config: tracerl.RolloutConfig) -> dict:
     system, messages = instructions(ARITHMETIC.messages(task))  # the same prompt as the other three versions
     agent = Agent(
         name="solver", instructions=system, tools=[calculator],
-        model=OpenAIChatCompletionsModel(model=config.model, openai_client=client),
+        model=OpenAIResponsesModel(model=config.model, openai_client=client),  # the gateway serves both APIs
         model_settings=ModelSettings(temperature=config.sampling["temperature"],
                                      max_tokens=config.sampling.get("max_tokens")),
     )
