@@ -24,9 +24,21 @@ def instrumented(tracing, monkeypatch):
     tracerl.uninstrument("openai-agents")
 
 
+async def _run(agent, question, streamed):
+    """Runner.run, or Runner.run_streamed with every event consumed."""
+    from agents import Runner
+
+    if not streamed:
+        return await Runner.run(agent, question)
+    result = Runner.run_streamed(agent, question)
+    async for _ in result.stream_events():
+        pass
+    return result
+
+
 async def _solve_7_plus_5(tracing, model_class="OpenAIChatCompletionsModel", streamed=False):
     import agents as sdk
-    from agents import Agent, Runner, function_tool
+    from agents import Agent, function_tool
     from openai import AsyncOpenAI
 
     @function_tool
@@ -41,27 +53,22 @@ async def _solve_7_plus_5(tracing, model_class="OpenAIChatCompletionsModel", str
             client = AsyncOpenAI(base_url=server.url + "/v1", api_key="x")
             agent = Agent(name="math_solver", instructions="Use the calculator.", tools=[calculator],
                           model=getattr(sdk, model_class)(model="scripted", openai_client=client))
-            if streamed:
-                result = Runner.run_streamed(agent, task.data["q"])
-                async for _ in result.stream_events():
-                    pass
-            else:
-                result = await Runner.run(agent, task.data["q"])
-            return float("12" in result.final_output)
+            return float("12" in (await _run(agent, task.data["q"], streamed)).final_output)
 
         ep = await solve({"id": "t", "data": {"q": "What is 7+5?"}}, tracing=tracing)
     spans = next(iter(tracing.stores.values())).spans(session_id=ep.id)
     return ep, {s.span_id: s for s in spans if s.scope and s.scope.endswith("openai_agents")}
 
 
-async def test_the_responses_api_model_gives_the_chat_completions_episode(tracing, instrumented):
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_the_responses_api_model_gives_the_chat_completions_episode(tracing, instrumented, streamed):
     """The SDK's default model speaks the Responses API: its response spans carry the same
     conversation as GenAI messages, so the episode is the one the chat model gives, and our
     spans alone (an app on a hosted model) still hold every message."""
     from tracerl.core.convert import episode_from_spans
 
     chat_ep, _ = await _solve_7_plus_5(tracing)
-    ep, spans = await _solve_7_plus_5(tracing, "OpenAIResponsesModel")
+    ep, spans = await _solve_7_plus_5(tracing, "OpenAIResponsesModel", streamed)
     assert ep.reward == 1.0 and [t.name for t in ep.trajectories] == ["math_solver"]
     assert sorted(s.name for s in spans.values()) == [
         "chat scripted", "chat scripted", "execute_tool calculator", "invoke_agent math_solver"]
@@ -177,7 +184,7 @@ async def test_an_agent_on_the_sdk_default_model_trains_through_the_gateway(trac
                                                                            streamed):
     """The Agents SDK's default model speaks the Responses API; the gateway serves it, so the
     one instrument line is all an agent needs: its episode carries the gateway's tokens."""
-    from agents import Agent, ModelSettings, OpenAIResponsesModel, Runner
+    from agents import Agent, ModelSettings, OpenAIResponsesModel
     from openai import AsyncOpenAI
 
     from tracerl.gateway import GatewayServer
@@ -190,13 +197,7 @@ async def test_an_agent_on_the_sdk_default_model_trains_through_the_gateway(trac
                           model=OpenAIResponsesModel(model="tracerl-tiny", openai_client=AsyncOpenAI(
                               base_url=gateway.url + "/v1", api_key="x")),
                           model_settings=ModelSettings(max_tokens=12, temperature=0.0))
-            if streamed:
-                result = Runner.run_streamed(agent, task.data["q"])
-                async for _ in result.stream_events():
-                    pass
-            else:
-                result = await Runner.run(agent, task.data["q"])
-            return float(bool(result.final_output))
+            return float(bool((await _run(agent, task.data["q"], streamed)).final_output))
 
         ep = await answer({"id": "t", "data": {"q": "What is 2 + 3?"}}, tracing=tracing)
     (traj,) = ep.trajectories

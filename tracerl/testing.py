@@ -27,7 +27,6 @@ from opentelemetry import baggage, trace
 from opentelemetry.propagate import extract
 
 from .core import semconv as sc
-from .core.messages import responses_to_chat
 from .core.types import Message, ToolCall
 
 IM_START, IM_END = 256, 257
@@ -171,30 +170,14 @@ class ScriptedServer:
         }
 
     def respond(self, body: dict[str, Any], session: str | None, headers: dict[str, str]) -> dict[str, Any]:
-        """``POST /v1/responses`` (the Responses API, not streamed): the same script and
-        recorded span, in that API's shapes."""
-        messages = responses_to_chat(body.get("input"), body.get("instructions"))
-        tools = [{"type": "function", "function": {k: t[k] for k in ("name", "description", "parameters") if k in t}}
-                 for t in body.get("tools") or () if t.get("type") == "function"]
-        doc = self.complete({"model": body.get("model", self.model), "messages": messages, "tools": tools},
-                            session, headers)
-        message, usage = doc["choices"][0]["message"], doc["usage"]
-        output: list[dict[str, Any]] = []
-        if message.get("content"):
-            output.append({"type": "message", "id": f"msg_{uuid.uuid4().hex[:12]}", "status": "completed",
-                           "role": "assistant",
-                           "content": [{"type": "output_text", "text": message["content"], "annotations": []}]})
-        for tc in message.get("tool_calls") or ():
-            output.append({"type": "function_call", "id": f"fc_{uuid.uuid4().hex[:12]}", "call_id": tc["id"],
-                           "name": tc["function"]["name"], "arguments": tc["function"]["arguments"],
-                           "status": "completed"})
-        return {"id": doc["id"], "object": "response", "created_at": doc["created"], "model": doc["model"],
-                "status": "completed", "output": output, "instructions": body.get("instructions"),
-                "parallel_tool_calls": True, "tool_choice": body.get("tool_choice") or "auto",
-                "tools": body.get("tools") or [],
-                "usage": {"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"],
-                          "total_tokens": usage["total_tokens"], "input_tokens_details": {"cached_tokens": 0},
-                          "output_tokens_details": {"reasoning_tokens": 0}}}
+        """``POST /v1/responses`` (the Responses API): the same script and recorded span, in
+        that API's shapes, translated as the gateway translates them."""
+        # imported here, not with this module: the gateway package loads its server
+        from .gateway import responses as rs
+
+        doc = self.complete(rs.chat_request(body), session, headers)
+        choice = doc["choices"][0]
+        return rs.response(doc["id"], doc["model"], choice["message"], doc["usage"], body, choice["finish_reason"])
 
     def _emit(self, body, session, headers, prompt_ids, response_ids, logprobs, content, tool_calls, finish, rid, seq):  # noqa: ANN001
         ctx = extract(headers)
@@ -264,16 +247,22 @@ class ScriptedServer:
                     return
                 try:
                     body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-                    if body.get("stream") and answer is server.respond:
-                        raise ValueError("ScriptedServer streams Chat Completions only, not Responses")
                     doc = answer(body, session, {k.lower(): v for k, v in self.headers.items()})
                 except Exception as exc:  # noqa: BLE001 - a test server reports, never dies
                     self._send(400, {"error": {"message": str(exc), "type": "invalid_request_error"}})
                     return
-                if body.get("stream"):
-                    self._stream(doc, body)
-                else:
+                if not body.get("stream"):
                     self._send(200, doc)
+                elif answer == server.respond:  # bound methods: equal, never identical
+                    from .gateway.responses import sse_events
+
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.end_headers()
+                    for event in sse_events(doc):
+                        self.wfile.write(event)
+                else:
+                    self._stream(doc, body)
 
             def _stream(self, doc: dict[str, Any], body: dict[str, Any]) -> None:
                 self.send_response(200)
