@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -88,7 +88,10 @@ def _check(response: httpx.Response, body: bytes) -> None:
         err = response.json()["error"]
         assert isinstance(err["message"], str) and err["message"], where
     elif response.headers["content-type"].startswith("text/event-stream"):
-        assert response.text.endswith("data: [DONE]\n\n"), where
+        if response.request.url.path.endswith("/responses"):  # the Responses API ends on its last event
+            assert response.text.rstrip().split("\n")[-1].startswith('data: {"type": "response.completed"'), where
+        else:
+            assert response.text.endswith("data: [DONE]\n\n"), where
     elif response.headers["content-type"].startswith("application/json"):
         response.json()
 
@@ -219,6 +222,27 @@ _completion_body = st.fixed_dictionaries(
     {"model": _model, "prompt": _prompt},
     optional={**_sampling, "logprobs": _number, "echo": st.booleans() | _scalar},
 )
+# The Responses API: input items of every kind, odd or valid, over the same sampling fields
+_item = st.fixed_dictionaries({"role": st.sampled_from(["user", "system", "developer", "assistant"])},
+                              optional={"type": st.just("message"), "content": _text | st.lists(
+                                  st.fixed_dictionaries({"type": st.sampled_from(["input_text", "output_text"]),
+                                                         "text": _text}), max_size=2)}) \
+    | st.fixed_dictionaries({"type": st.just("function_call"), "call_id": _text, "name": _text},
+                            optional={"arguments": st.sampled_from(['{"x": 1}', "{not json", "", NESTED_TEXT])}) \
+    | st.fixed_dictionaries({"type": st.just("function_call_output"), "call_id": _text},
+                            optional={"output": _text | st.sampled_from(list(DEEPS)) | _json}) \
+    | st.fixed_dictionaries({"type": st.sampled_from(["reasoning", "web_search_call", "message"])},
+                            optional={"role": _role, "content": _json, "summary": _json}) | _json
+_responses_tool = st.fixed_dictionaries({"type": st.just("function"), "name": _text},
+                                        optional={"parameters": _json, "description": _text}) | _json
+_responses_body = st.fixed_dictionaries(
+    {"model": st.just(MODEL) | _model, "input": _text | st.lists(_item, min_size=1, max_size=4) | _json},
+    optional={"instructions": _text | _scalar,
+              "tools": st.lists(_responses_tool, max_size=2) | st.sampled_from([True, 1, "x", {}]) | _json,
+              "temperature": st.floats(0, 2) | _number, "top_p": st.floats(0.01, 1) | _number,
+              "max_output_tokens": st.integers(1, 16) | _number, "stream": st.booleans() | _scalar,
+              "previous_response_id": st.none() | _text, "tool_choice": _json, "store": _scalar},
+)
 _session = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=20)
 _chat_path = st.just("/v1/chat/completions") | _session.map(lambda s: f"/sessions/{quote(s, safe='')}/v1/chat/completions")
 _completion_path = st.just("/v1/completions") | _session.map(lambda s: f"/sessions/{quote(s, safe='')}/v1/completions")
@@ -251,9 +275,23 @@ def test_fuzz_completion_bodies(harness):
     harness.assert_alive()
 
 
+def test_fuzz_responses_bodies(harness):
+    @_FUZZ
+    @given(body=_responses_body, session=st.none() | _session)
+    @example(body={"model": MODEL, "input": "hi", "tools": True}, session=None)  # once a 500
+    @example(body={"model": MODEL, "input": [{"type": "function_call_output", "call_id": "c", "output": DEEP}]},
+             session=None)
+    def run(body: dict[str, Any], session: str | None) -> None:
+        path = "/v1/responses" if session is None else f"/sessions/{quote(session, safe='')}/v1/responses"
+        harness.post(path, _dumps(body))
+
+    run()
+    harness.assert_alive()
+
+
 def test_fuzz_random_json_and_bytes_on_every_route(harness):
     routes = ["/v1/chat/completions", "/sessions/fz/v1/chat/completions", "/v1/completions",
-              "/sessions/fz/v1/completions", "/v1/traces"]
+              "/sessions/fz/v1/completions", "/v1/responses", "/v1/traces"]
 
     @_FUZZ
     @given(doc=_json, raw=st.binary(max_size=64), route=st.sampled_from(routes), as_bytes=st.booleans())

@@ -36,8 +36,11 @@ def chat_request(body: Any) -> dict[str, Any]:
         if body.get(key):
             raise p.APIError(400, f"{key} is not supported: this gateway stores no responses; send the whole "
                                   "conversation as input", param=key)
+    offered = body.get("tools") or []
+    if not isinstance(offered, list):
+        raise p.APIError(400, f"tools must be a list, not {type(offered).__name__}", param="tools")
     tools = []
-    for i, t in enumerate(body.get("tools") or ()):
+    for i, t in enumerate(offered):
         if not isinstance(t, dict) or t.get("type") != "function" or not isinstance(t.get("name"), str):
             kind = t.get("type") if isinstance(t, dict) else type(t).__name__
             raise p.APIError(400, f"tools[{i}]: only function tools with a name are served here, not {kind!r}",
@@ -46,8 +49,9 @@ def chat_request(body: Any) -> dict[str, Any]:
                       "function": {k: t[k] for k in ("name", "description", "parameters", "strict") if k in t}})
     try:
         messages = responses_to_chat(body.get("input"), body.get("instructions"))
-    except (AttributeError, TypeError) as exc:  # items that are not objects
-        raise p.APIError(400, f"input must be a string or a list of items: {exc}", param="input") from exc
+    except (AttributeError, TypeError, ValueError, RecursionError) as exc:  # items that are not items
+        raise p.APIError(400, f"input must be a string or a list of items: {type(exc).__name__}: {exc}"[:500],
+                         param="input") from exc
     chat: dict[str, Any] = {ours: body[theirs] for theirs, ours in _SAMPLING if body.get(theirs) is not None}
     chat["messages"] = messages
     if tools:
