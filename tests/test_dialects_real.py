@@ -303,9 +303,10 @@ def _calculator_function_tool() -> Any:
     return calculator
 
 
-async def test_openai_agents_agent_name_from_agent_span(memory_provider, agents_tracing_on):
+@pytest.mark.parametrize("api", ["chat_completions", "responses"])
+async def test_openai_agents_agent_name_from_agent_span(memory_provider, agents_tracing_on, api):
     oi_agents = pytest.importorskip("openinference.instrumentation.openai_agents")
-    from agents import Agent, OpenAIChatCompletionsModel, Runner
+    from agents import Agent, OpenAIChatCompletionsModel, OpenAIResponsesModel, Runner
     from agents.tracing import get_trace_provider
     from agents.tracing.processors import BatchTraceProcessor
     from openai import AsyncOpenAI
@@ -320,7 +321,8 @@ async def test_openai_agents_agent_name_from_agent_span(memory_provider, agents_
             name="math_solver",
             instructions="Solve it.",
             tools=[_calculator_function_tool()],
-            model=OpenAIChatCompletionsModel(model="scripted", openai_client=client),
+            model=(OpenAIChatCompletionsModel if api == "chat_completions" else OpenAIResponsesModel)(
+                model="scripted", openai_client=client),
         )
         result = await Runner.run(agent, QUESTION)
         get_trace_provider().force_flush()
@@ -337,8 +339,10 @@ async def test_openai_agents_agent_name_from_agent_span(memory_provider, agents_
     assert ep.steps[0].input_messages[0].content == "Solve it."
     check_token_truth(ep, spans, server)
     check_one_sequence(traj)
-    # generation spans carry no response id: without traceparent the join is by order.
-    assert ep.metrics["convert/joined_by_order"] == 2
+    # generation spans carry no response id: without traceparent the join is by order; a
+    # Responses API call's span names its response, and the gateway's the same id
+    join = "convert/joined_by_order" if api == "chat_completions" else "convert/joined_by_response_id"
+    assert ep.metrics[join] == 2, ep.metrics
 
     alone = framework_only_episode(spans)
     assert [t.name for t in alone.trajectories] == ["math_solver"]
