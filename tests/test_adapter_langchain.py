@@ -18,7 +18,6 @@ class State(TypedDict, total=False):
     verdict: str
 
 
-
 @pytest.fixture
 def instrumented(tracing):
     tracerl.instrument("langgraph", tracer_provider=tracing.provider)
@@ -26,10 +25,10 @@ def instrumented(tracing):
     tracerl.uninstrument("langgraph")
 
 
-def _solver_judge(base_url: str):
+def _solver_judge(base_url: str, **chat_options):
     from langchain_openai import ChatOpenAI
 
-    llm = ChatOpenAI(model="scripted", base_url=base_url, api_key="x")
+    llm = ChatOpenAI(model="scripted", base_url=base_url, api_key="x", **chat_options)
     graph = langgraph.StateGraph(State)
     graph.add_node("solver", lambda s: {"answer": llm.invoke(s["question"]).content})
     graph.add_node("judge", lambda s: {"verdict": llm.invoke(f"Check: {s['answer']} for 1+1").content})
@@ -39,13 +38,15 @@ def _solver_judge(base_url: str):
     return graph.compile()
 
 
-def test_langgraph_nodes_become_trajectories_joined_to_gateway_tokens(tracing, instrumented):
+@pytest.mark.parametrize("use_responses_api", [False, True])
+def test_langgraph_nodes_become_trajectories_joined_to_gateway_tokens(tracing, instrumented, use_responses_api):
     with ScriptedServer(calculator_script, tracer_provider=tracing.provider) as server:
         @tracerl.rollout
         def solve(task, config):
             # a plain /v1 URL: the session reaches the server in W3C baggage
-            out = _solver_judge(server.url + "/v1").invoke({"question": task.data["q"]})
-            tracerl.emit_reward(1.0 if "5" in out["answer"] else 0.0)
+            graph = _solver_judge(server.url + "/v1", use_responses_api=use_responses_api)
+            out = graph.invoke({"question": task.data["q"]})
+            tracerl.emit_reward(1.0 if "5" in str(out["answer"]) else 0.0)
 
         ep = solve({"id": "t1", "data": {"q": "What is 2+3?"}}, tracing=tracing)
     assert ep.termination_reason is tracerl.TerminationReason.SUCCESS and ep.reward == 1.0
