@@ -57,6 +57,25 @@ def test_chat_passthrough_keeps_ids_when_the_upstream_returns_them(upstream, tmp
     assert not ep.steps[0].has_tokens and ep.termination_reason.value == "missing_token_ids"
 
 
+def test_responses_to_a_hosted_model_are_forwarded_as_chat_and_recorded(upstream, tiny_engine, tmp_path):
+    """An Agents SDK agent on its default model, evaluated against a hosted model: the front
+    gateway forwards the Responses call as a chat call and records it like one."""
+    engine = UpstreamEngine(upstream.url + "/v1", "tracerl-tiny", model_name="hosted")
+    with _front(tmp_path, engine) as front:
+        client = OpenAI(base_url=front.session_url("ep"), api_key="x")
+        reply = client.responses.create(model="hosted", instructions="Be brief.", input=MSG[0]["content"],
+                                        max_output_tokens=8, temperature=0)
+        events = list(client.responses.create(model="hosted", input=MSG[0]["content"], max_output_tokens=8,
+                                              temperature=0, stream=True))
+        ep = episode_from_spans(front.store.spans(session_id="ep"))
+    assert reply.model == "hosted" and events[-1].type == "response.completed"
+    first, second = ep.steps
+    assert first.has_tokens and [m.role for m in first.input_messages] == ["system", "user"]
+    assert tiny_engine.tokenizer.decode(first.response_ids, skip_special_tokens=True) == reply.output_text
+    assert reply.usage.output_tokens == len(first.response_ids)
+    assert second.output_message.content == events[-1].response.output_text
+
+
 def test_upstream_errors_become_client_errors(upstream, tmp_path):
     from openai import NotFoundError
 

@@ -232,6 +232,23 @@ class Gateway:
     async def chat_passthrough(self, request: Request, path_session: str | None, req: p.ChatRequest,
                                body: dict[str, Any]) -> Response:
         """Forward to an upstream chat API; record the token ids it returns, if any."""
+        doc, gens = await self.forward(request, path_session, req, body)
+        for choice in doc.get("choices", []):  # hide the extras we asked for ourselves
+            if not req.return_token_ids:
+                choice.pop("token_ids", None)
+            if not req.logprobs:
+                choice["logprobs"] = None
+        if not req.return_token_ids:
+            doc.pop("prompt_token_ids", None)
+        if req.stream:
+            doc.setdefault("created", p.now())
+            return StreamingResponse(sse_chat(doc, gens, None, req), media_type="text/event-stream")
+        return json_response(doc)
+
+    async def forward(self, request: Request, path_session: str | None, req: p.ChatRequest,
+                      body: dict[str, Any]) -> tuple[dict[str, Any], list[Generation | None]]:
+        """One chat call through the upstream engine, recorded: (its answer, per choice the
+        generation when the upstream returned token ids)."""
         session, trace_id, parent = self.session_of(path_session, dict(request.headers))
         start = time.time_ns()
         try:
@@ -257,33 +274,28 @@ class Gateway:
                 start_ns=start, end_ns=end, stream=req.stream)))
         await self.record(records)
         doc["model"] = self.engine.model_name
-        for choice in doc.get("choices", []):  # hide the extras we asked for ourselves
-            if not req.return_token_ids:
-                choice.pop("token_ids", None)
-            if not req.logprobs:
-                choice["logprobs"] = None
-        if not req.return_token_ids:
-            doc.pop("prompt_token_ids", None)
-        if req.stream:
-            doc.setdefault("created", p.now())
-            return StreamingResponse(sse_chat(doc, gens, None, req), media_type="text/event-stream")
-        return json_response(doc)
+        return doc, gens
 
     async def responses(self, request: Request, path_session: str | None) -> Response:
-        """The Responses API, served and recorded as a chat call (see :mod:`.responses`)."""
+        """The Responses API, served and recorded as a chat call (see :mod:`.responses`); to a
+        hosted model behind an upstream engine, forwarded as one."""
         body = await _json_body(request)
-        req = p.ChatRequest.model_validate(rs.chat_request(body))
+        chat = rs.chat_request(body)
+        req = p.ChatRequest.model_validate(chat)
         self.check_model(req.model)
         if getattr(self.engine, "passthrough", False):
-            raise p.APIError(400, "/v1/responses needs a local engine; this gateway forwards to an upstream API: "
-                                  "use /v1/chat/completions")
-        prompt_ids = self.chat_prompt(req)
-        rid, _, choices, usage = await self.run_and_record(
-            request, path_session, req, prompt_ids, lambda g, i: self.choice(g, i, req))
-        doc = rs.response(rid, self.engine.model_name, choices[0]["message"], usage, body, choices[0]["finish_reason"])
+            doc, _ = await self.forward(request, path_session, req, {**chat, "stream": False})
+            rid, got = str(doc.get("id", "")), doc.get("usage") or {}
+            usage = {k: int(got.get(k) or 0) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+            choices = doc.get("choices") or [{"message": {}, "finish_reason": "stop"}]
+        else:
+            rid, _, choices, usage = await self.run_and_record(
+                request, path_session, req, self.chat_prompt(req), lambda g, i: self.choice(g, i, req))
+        answer = rs.response(rid, self.engine.model_name, choices[0].get("message") or {}, usage, body,
+                             str(choices[0].get("finish_reason")))
         if req.stream:
-            return StreamingResponse(rs.sse_events(doc), media_type="text/event-stream")
-        return json_response(doc)
+            return StreamingResponse(rs.sse_events(answer), media_type="text/event-stream")
+        return json_response(answer)
 
     # -- completions ------------------------------------------------------------------
 

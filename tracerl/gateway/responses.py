@@ -67,9 +67,11 @@ def response(rid: str, model: str, message: dict[str, Any], usage: dict[str, int
         output.append({"type": "message", "id": f"msg_{uuid.uuid4().hex[:24]}", "status": "completed",
                        "role": "assistant",
                        "content": [{"type": "output_text", "text": message["content"], "annotations": []}]})
-    for tc in message.get("tool_calls") or ():
-        output.append({"type": "function_call", "id": f"fc_{uuid.uuid4().hex[:24]}", "call_id": tc["id"],
-                       "name": tc["function"]["name"], "arguments": tc["function"]["arguments"],
+    for tc in message.get("tool_calls") or ():  # ours, or an upstream's: read defensively
+        fn = tc.get("function") or {}
+        output.append({"type": "function_call", "id": f"fc_{uuid.uuid4().hex[:24]}",
+                       "call_id": str(tc.get("id") or f"call_{uuid.uuid4().hex[:24]}"),
+                       "name": str(fn.get("name") or ""), "arguments": str(fn.get("arguments") or "{}"),
                        "status": "completed"})
     truncated = finish_reason == "length"
     return {
