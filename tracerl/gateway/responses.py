@@ -6,7 +6,8 @@ class to train through the gateway. A request becomes a Chat Completions request
 ``max_output_tokens`` the token limit), is generated and recorded exactly as a chat call (the
 same token-level span, so training sees no difference), and the answer goes back as a
 Response: output items and usage, or, streamed, the event sequence clients read
-(``response.created`` ... ``response.completed``).
+(``response.created`` ... ``response.completed``). Behind an upstream engine (a hosted model)
+the translated request is forwarded as a chat call and recorded as one.
 
 Refused with a 400 that says why: ``previous_response_id`` and ``conversation`` (the gateway
 keeps no responses: send the whole conversation as ``input``) and tools that are not
