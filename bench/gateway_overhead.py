@@ -20,6 +20,7 @@
 
     python bench/gateway_overhead.py                        # both parts
     python bench/gateway_overhead.py --part gateway --clients 1 32 --gateway-ref HEAD WORKTREE
+    python bench/gateway_overhead.py --part gateway --routes chat responses   # the Responses API's cost
     python bench/gateway_overhead.py --part engine --threads 1 2
 """
 
@@ -43,6 +44,14 @@ ROOT = Path(__file__).resolve().parent.parent
 MESSAGES = [{"role": "system", "content": "You are a careful math agent. Use the calculator tool when needed."},
             {"role": "user", "content": "What is 12 + 30? Think, then answer with the number only."}]
 BODY = {"model": "tracerl-tiny", "messages": MESSAGES, "max_tokens": 16}
+# the same call through the Responses API (what the OpenAI Agents SDK's default model sends)
+RESPONSES_BODY = {"model": "tracerl-tiny", "instructions": MESSAGES[0]["content"], "max_output_tokens": 16,
+                  "input": [{"role": "user", "content": MESSAGES[1]["content"]}]}
+ROUTES = {"chat": "chat/completions", "responses": "responses"}
+
+
+def _body_for(url: str) -> dict[str, Any]:
+    return RESPONSES_BODY if url.endswith("/responses") else BODY
 REPLY = "The answer is 42."
 
 
@@ -163,7 +172,7 @@ end
 
 def _wrk(url: str, clients: int, seconds: float) -> dict[str, Any]:
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as fh:
-        fh.write(_WRK_LUA % json.dumps(BODY))
+        fh.write(_WRK_LUA % json.dumps(_body_for(url)))
     try:
         out = subprocess.run(["wrk", "-t1", f"-c{clients}", f"-d{max(1, round(seconds))}s", "--timeout", "10s", "-s", fh.name, url],
                              check=True, capture_output=True, text=True).stdout
@@ -178,7 +187,7 @@ def loadgen(args: argparse.Namespace) -> None:
     """Child process: ``--clients`` keep-alive HTTP/1.1 connections for ``--seconds``; JSON out."""
     host, _, rest = args.url.removeprefix("http://").partition(":")
     port, _, path = rest.partition("/")
-    body = json.dumps(BODY).encode()
+    body = json.dumps(_body_for(args.url)).encode()
     request = (f"POST /{path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
                f"Content-Length: {len(body)}\r\n\r\n").encode() + body
     latencies: list[float] = []
@@ -266,20 +275,24 @@ def gateway_part(args: argparse.Namespace) -> list[dict[str, Any]]:
                   f"(uvloop installed: {info['loop_impl']}); load: {'wrk' if use_wrk else 'python asyncio'}")
             run(info["url"] + "/sessions/warm-up/v1/chat/completions", 4, 1.0)
         for clients in args.clients:
-            results: dict[int, list[dict[str, Any]]] = {k: [] for k in range(len(servers))}
+            cases = [(k, route) for k in range(len(servers)) for route in args.routes]
+            results: dict[tuple[int, str], list[dict[str, Any]]] = {case: [] for case in cases}
             for _ in range(args.repeats):
-                for k, (server, info) in enumerate(servers):
+                for k, route in cases:
+                    server, info = servers[k]
                     cpu = _cpu_s(server.pid)
-                    res = run(info["url"] + "/sessions/bench/v1/chat/completions", clients, args.seconds)
+                    res = run(info["url"] + f"/sessions/bench/v1/{ROUTES[route]}", clients, args.seconds)
                     res["server_cpu_us"] = (_cpu_s(server.pid) - cpu) / max(1, res["requests"]) * 1e6
                     res["load"] = os.getloadavg()[0]
-                    results[k].append(res)
-            for k, (_, info) in enumerate(servers):
-                runs = sorted(results[k], key=lambda r: r["rps"])
+                    results[(k, route)].append(res)
+            for k, route in cases:
+                info = servers[k][1]
+                runs = sorted(results[(k, route)], key=lambda r: r["rps"])
                 best = runs[len(runs) // 2]  # the median run
-                best.update(gateway=info["gateway"], clients=clients, rps_all=[round(r["rps"]) for r in runs])
+                best.update(gateway=info["gateway"], route=route, clients=clients,
+                            rps_all=[round(r["rps"]) for r in runs])
                 rows.append(best)
-                print(f"gateway {info['gateway']:>12} clients={clients:<3} p50={best['p50_ms']:.3f} ms "
+                print(f"gateway {info['gateway']:>12} {route:>9} clients={clients:<3} p50={best['p50_ms']:.3f} ms "
                       f"p95={best['p95_ms']:.3f} ms {best['rps']:.0f} req/s (runs: {best['rps_all']}) server CPU "
                       f"{best['server_cpu_us']:.0f} us/req errors={best['errors']} load={best['load']:.2f}",
                       flush=True)
@@ -297,7 +310,7 @@ def gateway_part(args: argparse.Namespace) -> list[dict[str, Any]]:
         for row in rows:
             if row["clients"] == clients:
                 row["added_p50_ms"] = row["p50_ms"] - d["p50_ms"]
-                print(f"  added latency p50, gateway {row['gateway']}: {row['added_p50_ms']:.3f} ms")
+                print(f"  added latency p50, gateway {row['gateway']} {row['route']}: {row['added_p50_ms']:.3f} ms")
     return rows
 
 
@@ -367,6 +380,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="runs per setting; the median is reported")
     parser.add_argument("--loadgen", choices=["auto", "wrk", "python"], default="auto")
     parser.add_argument("--gateway-ref", nargs="*", help="git refs whose gateway package to serve, (a)")
+    parser.add_argument("--routes", nargs="+", choices=sorted(ROUTES), default=["chat"],
+                        help="the API each load run calls: chat completions and/or the Responses API, (a)")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="torch intra-op threads, (b)")
     parser.add_argument("--requests", type=int, default=32, help="concurrent requests, (b)")
     parser.add_argument("--max-tokens", type=int, default=32, help="tokens per request, (b)")
