@@ -25,7 +25,7 @@ from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from tracerl.core import _json
-from tracerl.core.messages import loads
+from tracerl.core.messages import genai_doc
 from tracerl.core.otel import TRACER_NAME, Tracing, setup_tracing
 from tracerl.core.types import Message, ToolCall, construct
 
@@ -179,28 +179,21 @@ def openai_messages_json(items: Any, *, dicts_only: bool = False) -> str:
 
 
 def _openai_doc(m: dict[str, Any]) -> dict[str, Any]:
-    role = str(m.get("role") or "user")
     content = m.get("content")
     if isinstance(content, list):
         content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict)) or None
     elif not isinstance(content, str):
         content = None
-    parts: list[dict[str, Any]] = []
-    if role == "tool":
-        call_id = m.get("tool_call_id")
-        parts.append({"type": "tool_call_response", "id": None if call_id is None else str(call_id),
-                      "response": content})
-    elif content is not None:
-        parts.append({"type": "text", "content": content})
+    calls = []
     for tc in m.get("tool_calls") or ():
         if isinstance(tc, dict):
             fn = tc.get("function") or {}
-            arguments = str(fn.get("arguments") or "{}")
-            parsed = loads(arguments)
             call_id = tc.get("id")
-            parts.append({"type": "tool_call", "id": None if call_id is None else str(call_id),
-                          "name": str(fn.get("name", "")), "arguments": arguments if parsed is None else parsed})
-    return {"role": role, "parts": parts}
+            calls.append((None if call_id is None else str(call_id), str(fn.get("name", "")),
+                          str(fn.get("arguments") or "{}")))
+    call_id = m.get("tool_call_id")
+    return genai_doc(str(m.get("role") or "user"), content, calls,
+                     tool_call_id=None if call_id is None else str(call_id))
 
 
 # Built for every message of every LLM call, so without pydantic validation (each field is

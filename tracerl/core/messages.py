@@ -9,7 +9,7 @@ field's type by construction, so models are built without re-validation.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import _json
@@ -219,25 +219,35 @@ class MessageCache:
         return list(messages)
 
 
+def genai_doc(role: str, content: str | None, calls: Iterable[tuple[str | None, str, str]], *,
+              name: str | None = None, tool_call_id: str | None = None, reasoning: str | None = None) -> dict[str, Any]:
+    """One message as a GenAI JSON message (``role``, ``parts``, ``name``); ``calls`` are its
+    tool calls as (id, name, arguments text). The adapters build these straight from their
+    framework's messages, :func:`genai_message_json` from ours: one shape for both."""
+    parts: list[dict[str, Any]] = []
+    if reasoning:
+        parts.append({"type": "reasoning", "content": reasoning})
+    if role == "tool":
+        parts.append({"type": "tool_call_response", "id": tool_call_id, "response": content})
+    elif content is not None:
+        parts.append({"type": "text", "content": content})
+    for call_id, call_name, arguments in calls:
+        args = loads(arguments)
+        parts.append({"type": "tool_call", "id": call_id, "name": call_name,
+                      "arguments": args if args is not None else arguments})
+    doc: dict[str, Any] = {"role": role, "parts": parts}
+    if name:
+        doc["name"] = name
+    return doc
+
+
 def genai_message_json(messages: list[Message]) -> str:
     """Our messages as a GenAI ``gen_ai.input.messages`` / ``output.messages`` JSON string."""
-    out = []
-    for m in messages:
-        parts: list[dict[str, Any]] = []
-        if m.reasoning:
-            parts.append({"type": "reasoning", "content": m.reasoning})
-        if m.role == "tool":
-            parts.append({"type": "tool_call_response", "id": m.tool_call_id, "response": m.content})
-        elif m.content is not None:
-            parts.append({"type": "text", "content": m.content})
-        for tc in m.tool_calls:
-            args = loads(tc.arguments)
-            parts.append({"type": "tool_call", "id": tc.id, "name": tc.name, "arguments": args if args is not None else tc.arguments})
-        doc: dict[str, Any] = {"role": m.role, "parts": parts}
-        if m.name:
-            doc["name"] = m.name
-        out.append(doc)
-    return _json.dumps(out)  # orjson on the adapters' hot path: ~5x json.dumps
+    return _json.dumps([  # orjson on the adapters' hot path: ~5x json.dumps
+        genai_doc(m.role, m.content, [(tc.id, tc.name, tc.arguments) for tc in m.tool_calls], name=m.name,
+                  tool_call_id=m.tool_call_id, reasoning=m.reasoning)
+        for m in messages
+    ])
 
 
 def responses_to_chat(items: Any, instructions: Any = None) -> list[dict[str, Any]]:
