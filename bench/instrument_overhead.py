@@ -313,6 +313,12 @@ def main() -> int:
                         calls[name] += n
                         answers[name].append(answer)
                     f0 = time.thread_time()
+                    if account is not None:
+                        from tracerl.core import deferred
+
+                        deferred.drain()
+                        account.add(name, "span replay (final flush)", time.thread_time() - f0)
+                        f0 = time.thread_time()
                     _flush()  # this round's spans are exported (and their CPU counted) in this round
                     if account is not None:  # force_flush exports on this thread what is left
                         account.add(name, "span export (final flush)", time.thread_time() - f0)
@@ -420,7 +426,7 @@ class _Account:
 
         total = 0.0
         for t in threading.enumerate():
-            if t.name.startswith("OtelBatchSpan") and t.ident is not None:
+            if t.name.startswith(("OtelBatchSpan", "tracerl-span")) and t.ident is not None:
                 with contextlib.suppress(OSError):  # the thread just ended
                     total += time.clock_gettime(time.pthread_getcpuclockid(t.ident))
         return total

@@ -43,7 +43,20 @@ def tracing_for(store: Any = None, otlp_endpoint: str | None = None, tracer_prov
 
 
 def tracer(tracing: Tracing, name: str) -> trace.Tracer:
-    return tracing.provider.get_tracer(f"{TRACER_NAME}.{name}")
+    from tracerl.core.deferred import DeferredTracer
+
+    return DeferredTracer(tracing, f"{TRACER_NAME}.{name}")
+
+
+def set_attributes_later(span: trace.Span, build: Any, *args: Any) -> None:
+    """``span.set_attributes(build(*args))``; for a deferred span (every adapter's), ``build``
+    runs when the span is replayed, in a batch off the agent's thread (see
+    :mod:`tracerl.core.deferred`): ``args`` must be objects the framework is done with."""
+    later = getattr(span, "set_attributes_later", None)
+    if later is not None:
+        later(build, *args)
+    elif span.is_recording():
+        span.set_attributes(build(*args))
 
 
 def _inject(headers: Any) -> None:

@@ -177,7 +177,7 @@ class TracerlCallbackHandler(BaseCallbackHandler):
         with self._lock:
             self._runs[run_id] = _Run(span, parent_run_id, token)
 
-    def _end(self, run_id: UUID, attrs: dict[str, Any] | None = None, error: BaseException | None = None) -> None:
+    def _end(self, run_id: UUID, result: Any = None, error: BaseException | None = None) -> None:
         with self._lock:
             run = self._runs.pop(run_id, None)
         if run is None:
@@ -187,8 +187,8 @@ class TracerlCallbackHandler(BaseCallbackHandler):
                 otel_context.detach(run.token)  # type: ignore[arg-type]
         if run.span is None:
             return
-        if attrs:
-            run.span.set_attributes(attrs)
+        if result is not None:
+            _common.set_attributes_later(run.span, _result_attributes, result, self._messages)
         if error is not None:
             run.span.record_exception(error)
             run.span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:200]))
@@ -254,7 +254,7 @@ class TracerlCallbackHandler(BaseCallbackHandler):
                                  parent_run_id=parent_run_id, **kwargs)
 
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        self._end(run_id, _result_attributes(response, self._messages))
+        self._end(run_id, response)
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._end(run_id, error=error)

@@ -76,17 +76,15 @@ class TracerlLiteLLMLogger(CustomLogger):
                 "gen_ai.operation.name": "chat",
                 "gen_ai.provider.name": str((kwargs.get("litellm_params") or {}).get("custom_llm_provider") or "litellm"),
                 "gen_ai.request.model": model,
-                "gen_ai.input.messages": _common.openai_messages_json(kwargs.get("messages")),
             }
             metadata = (kwargs.get("litellm_params") or {}).get("metadata") or {}
             if isinstance(metadata, dict) and metadata.get("tracerl_agent"):  # a role name, as in LangChain
                 attrs[sc.AGENT_NAME] = str(metadata["tracerl_agent"])
-            if optional.get("tools"):
-                attrs["gen_ai.tool.definitions"] = _json.dumps(optional["tools"])
-            if response is not None and error is None:
-                attrs.update(_response_attributes(response))
             span = self._tracer.start_span(f"chat {model}", context=ctx, kind=SpanKind.CLIENT,
                                            attributes=attrs, start_time=_ns(start))
+            # built off this thread; the app's message list is copied now (it will append the reply)
+            _common.set_attributes_later(span, _call_attributes, tuple(kwargs.get("messages") or ()),
+                                         optional.get("tools"), response if error is None else None)
             if error is not None:
                 span.set_status(Status(StatusCode.ERROR, str(error)[:200]))
             span.end(end_time=_ns(end))
@@ -106,6 +104,15 @@ class TracerlLiteLLMLogger(CustomLogger):
     async def async_log_failure_event(self, kwargs: dict[str, Any], response_obj: Any, start_time: Any,
                                       end_time: Any) -> None:
         self._record(kwargs, None, start_time, end_time, error=kwargs.get("exception") or "LiteLLM call failed")
+
+
+def _call_attributes(messages: tuple[Any, ...], tools: Any, response: Any) -> dict[str, Any]:
+    attrs = {"gen_ai.input.messages": _common.openai_messages_json(messages)}
+    if tools:
+        attrs["gen_ai.tool.definitions"] = _json.dumps(tools)
+    if response is not None:
+        attrs.update(_response_attributes(response))
+    return attrs
 
 
 def _response_attributes(response: Any) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+from . import deferred
 from . import semconv as sc
 from .errors import ConfigError, MissingDependencyError
 from .store import SpanStore, StoreExporter
@@ -47,7 +48,11 @@ def unregister_flush_hook(hook: Callable[[float], None]) -> None:
 
 
 class SessionSpanProcessor(SpanProcessor):
-    """Copy the session id from baggage onto each span as ``tracerl.session.id``."""
+    """Copy the session id from baggage onto each span as ``tracerl.session.id``; and, as the
+    first of our processors, replay the deferred spans before a flush (:mod:`.deferred`)."""
+
+    def __init__(self, provider: TracerProvider | None = None):
+        self._provider = provider
 
     def on_start(self, span: Any, parent_context: Context | None = None) -> None:
         sid = baggage.get_baggage(sc.BAGGAGE_SESSION_KEY, parent_context)
@@ -65,10 +70,25 @@ class SessionSpanProcessor(SpanProcessor):
         pass
 
     def shutdown(self) -> None:
-        pass
+        deferred.drain()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
+        # Deferred spans ended so far reach every processor first; those the provider flushed
+        # before this one get flushed again if that brought them any.
+        if deferred.drain() and self._provider is not None:
+            for processor in getattr(getattr(self._provider, "_active_span_processor", None), "_span_processors", ()):
+                if processor is self:
+                    break
+                processor.force_flush(timeout_millis)
         return True
+
+
+def stamp_session(attributes: dict[str, Any], parent_context: Context | None) -> None:
+    """What :class:`SessionSpanProcessor` does to a span starting in ``parent_context``, done
+    to a plain attribute dict (deferred spans stored without the SDK)."""
+    sid = baggage.get_baggage(sc.BAGGAGE_SESSION_KEY, parent_context)
+    if sid and not attributes.get(sc.SESSION_ID):
+        attributes[sc.SESSION_ID] = str(sid)
 
 
 @dataclass
@@ -78,11 +98,23 @@ class Tracing:
     provider: TracerProvider
     stores: dict[str, SpanStore] = field(default_factory=dict)
     sinks: set[str] = field(default_factory=set)
+    processors: list[SpanProcessor] = field(default_factory=list)  # ours, in the order added
+    store_only: bool = True  # no sink but stores among them
+
+    def direct_stores(self) -> list[SpanStore] | None:
+        """Our stores, when the provider's processors are ours alone and only write to them:
+        deferred spans may then be stored without the SDK (see :mod:`.deferred`)."""
+        active = getattr(getattr(self.provider, "_active_span_processor", None), "_span_processors", None)
+        if (not self.store_only or active is None or len(active) != len(self.processors)
+                or any(a is not b for a, b in zip(active, self.processors, strict=True))):
+            return None
+        return list(self.stores.values())
 
     def flush(self, timeout_ms: int = 30_000) -> bool:
         """Wait for adapters that record after the call returns, then export everything."""
         for hook in list(_flush_hooks):
             hook(timeout_ms / 1000)
+        deferred.drain()
         return bool(self.provider.force_flush(timeout_ms))
 
     def tracer(self) -> trace.Tracer:
@@ -133,7 +165,7 @@ def setup_tracing(
         if state is None:
             state = Tracing(provider=provider)
             provider._tracerl_state = state  # type: ignore[attr-defined]
-            provider.add_span_processor(SessionSpanProcessor())
+            _add(state, SessionSpanProcessor(provider))
         if use_store and not (store is None and state.stores):
             st = store if isinstance(store, SpanStore) else None
             path = st.path if st is not None else str(store) if store is not None else None
@@ -150,13 +182,19 @@ def setup_tracing(
                 # CPU (WAL pages written), so spans per commit set the export cost per span
                 # (~24 us at 22 per commit, ~18 at 100: `bench/instrument_overhead.py --export`).
                 # Whoever needs the spans now (an episode ending, Tracing.flush) flushes them.
-                provider.add_span_processor(BatchSpanProcessor(StoreExporter(st), schedule_delay_millis=1000,
-                                                               max_queue_size=1 << 16))
+                _add(state, BatchSpanProcessor(StoreExporter(st), schedule_delay_millis=1000,
+                                               max_queue_size=1 << 16))
                 state.sinks.add(f"store:{path}")
         if otlp_endpoint and f"otlp:{otlp_endpoint}" not in state.sinks:
-            provider.add_span_processor(BatchSpanProcessor(_otlp_exporter(otlp_endpoint, otlp_headers)))
+            _add(state, BatchSpanProcessor(_otlp_exporter(otlp_endpoint, otlp_headers)))
             state.sinks.add(f"otlp:{otlp_endpoint}")
+            state.store_only = False
         return state
+
+
+def _add(state: Tracing, processor: SpanProcessor) -> None:
+    state.provider.add_span_processor(processor)
+    state.processors.append(processor)
 
 
 def _otlp_exporter(endpoint: str, headers: dict[str, str] | None) -> Any:
