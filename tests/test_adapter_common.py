@@ -92,6 +92,32 @@ def test_openai_messages_json_is_the_genai_json_of_the_same_messages():
     assert _common.openai_messages_json(items, dicts_only=True) == sc.genai_message_json(expected)
 
 
+def test_langchain_messages_json_is_the_genai_json_of_the_same_messages():
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+    from tracerl.adapters.langchain import genai_json
+
+    items = [
+        SystemMessage("Be brief."),
+        HumanMessage([{"type": "text", "text": "What is "}, "2+3?", {"type": "image_url", "image_url": {"url": "x"}}],
+                     name="bob"),
+        AIMessage("", tool_calls=[{"id": "c1", "name": "calculator", "args": {"expression": "2+3", "n": [1.5]}},
+                                  {"id": None, "name": "noargs", "args": {}}]),
+        ToolMessage("5", tool_call_id="c1"),
+        AIMessage([{"type": "image_url"}]),  # no text at all
+    ]
+    expected = [
+        Message(role="system", content="Be brief."),
+        Message(role="user", content="What is 2+3?", name="bob"),
+        Message(role="assistant", content="", tool_calls=[
+            ToolCall(id="c1", name="calculator", arguments='{"expression": "2+3", "n": [1.5]}'),
+            ToolCall(id=None, name="noargs", arguments="{}")]),
+        Message(role="tool", tool_call_id="c1", content="5"),
+        Message(role="assistant"),
+    ]
+    assert "[" + ",".join(genai_json(m) for m in items) + "]" == sc.genai_message_json(expected)
+
+
 def test_openai_messages_json_reads_pydantic_messages():
     from openai.types.chat import ChatCompletionMessage
 

@@ -40,6 +40,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from tracerl.core import _json
 from tracerl.core import semconv as sc
+from tracerl.core.messages import genai_doc
 from tracerl.core.types import Message
 
 from . import _common
@@ -73,17 +74,22 @@ def _text(content: Any) -> str | None:
     return content
 
 
-def to_message(m: Any) -> Message:
-    """A LangChain BaseMessage as our Message."""
+def genai_json(m: Any) -> str:
+    """A LangChain BaseMessage as one GenAI JSON message: the text ``genai_message_json``
+    writes for the same message as our Message (tested equal), without building one."""
     # Optional fields read from the instance dict: getattr of one a message class lacks
     # (tool_call_id on a HumanMessage) goes through pydantic's raising __getattr__ (1.8 us).
     fields = vars(m) if hasattr(m, "__dict__") else {}
-    role = _ROLES.get(getattr(m, "type", "human"), "user")
-    calls = [_common.tool_call(tc.get("id"), tc.get("name", ""), _json.dumps(tc.get("args", {})))
-             for tc in fields.get("tool_calls") or ()]
     content = _text(m.content)
-    return _common.message(role, content if isinstance(content, str) else None, calls, name=fields.get("name"),
-                           tool_call_id=fields.get("tool_call_id"))
+    call_id, name = fields.get("tool_call_id"), fields.get("name")
+    doc = genai_doc(_ROLES.get(getattr(m, "type", "human"), "user"), content if isinstance(content, str) else None,
+                    (), name=None if name is None else str(name),
+                    tool_call_id=None if call_id is None else str(call_id))
+    # LangChain keeps tool-call arguments parsed: written as they are, not through text
+    doc["parts"].extend({"type": "tool_call", "id": None if tc.get("id") is None else str(tc["id"]),
+                         "name": str(tc.get("name", "")), "arguments": tc.get("args", {})}
+                        for tc in fields.get("tool_calls") or ())
+    return _json.dumps(doc)
 
 
 class _MessageJson:
@@ -105,7 +111,7 @@ class _MessageJson:
         hit = self._cache.get(key)
         if hit is not None and hit[0]() is m and hit[1] is content and hit[2] is calls:
             return hit[3]
-        frag = sc.genai_message_json([to_message(m)])[1:-1]
+        frag = genai_json(m)
         try:
             ref = weakref.ref(m, lambda _, k=key, c=self._cache: c.pop(k, None))
         except TypeError:  # not weak-referenceable: not cached
