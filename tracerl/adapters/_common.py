@@ -42,9 +42,7 @@ def tracing_for(store: Any = None, otlp_endpoint: str | None = None, tracer_prov
 
 
 def tracer(tracing: Tracing, name: str) -> trace.Tracer:
-    from tracerl.core.deferred import DeferredTracer
-
-    return DeferredTracer(tracing, f"{TRACER_NAME}.{name}")
+    return tracing.tracer(f"{TRACER_NAME}.{name}")
 
 
 def set_attributes_later(span: trace.Span, build: Any, *args: Any) -> None:

@@ -56,7 +56,7 @@ except ImportError as exc:  # pragma: no cover
     raise MissingDependencyError("langchain-core", "langchain", "The LangChain adapter") from exc
 
 
-@dataclass
+@dataclass(slots=True)
 class _Run:
     span: trace.Span | None  # None: a run we do not trace, kept for parent lookup
     parent: UUID | None

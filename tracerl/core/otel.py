@@ -100,6 +100,7 @@ class Tracing:
     sinks: set[str] = field(default_factory=set)
     processors: list[SpanProcessor] = field(default_factory=list)  # ours, in the order added
     store_only: bool = True  # no sink but stores among them
+    _tracers: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def direct_stores(self) -> list[SpanStore] | None:
         """Our stores, when the provider's processors are ours alone and only write to them:
@@ -117,8 +118,13 @@ class Tracing:
         deferred.drain()
         return bool(self.provider.force_flush(timeout_ms))
 
-    def tracer(self) -> trace.Tracer:
-        return self.provider.get_tracer(TRACER_NAME)
+    def tracer(self, name: str = TRACER_NAME) -> trace.Tracer:
+        """tracerl's tracer ``name`` on this provider: its spans are deferred (:mod:`.deferred`),
+        so what the SDK does with them is done in batches, off the caller's thread."""
+        found = self._tracers.get(name)
+        if found is None:
+            found = self._tracers[name] = deferred.DeferredTracer(self, name)
+        return found
 
 
 def _sdk_provider(provider: Any | None) -> TracerProvider:

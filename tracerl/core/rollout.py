@@ -169,7 +169,7 @@ class Session:
         if self.task is not None:
             attrs[sc.TASK_ID] = self.task.id
             attrs[sc.TASK_JSON] = self.task.model_dump_json()
-        self._span = self.tracing.provider.get_tracer(__name__).start_span(
+        self._span = self.tracing.tracer(__name__).start_span(
             "tracerl.episode", context=ctx, attributes=attrs
         )
         self._token = context.attach(trace.set_span_in_context(self._span, ctx))
