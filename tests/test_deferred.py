@@ -3,6 +3,7 @@ the store when they end, in batches, exactly as live SDK spans would have."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -235,3 +236,16 @@ def test_start_as_current_span_and_a_drain_with_nothing_pending(tmp_path):
     (record,) = _records(tracing)
     assert record["status_code"] == "ERROR" and record["events"][0]["name"] == "exception"
     assert deferred.drain() == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_forked_child_leaves_the_parents_pending_spans_to_the_parent(tmp_path):
+    tracing = _tracing(tmp_path, "fork")
+    worker = SpanWorker(interval_s=60)
+    DeferredTracer(tracing, "t", worker=worker).start_span("the parent's").end()
+    pid = os.fork()
+    if pid == 0:  # the child: nothing of the parent's to replay (it would store them twice)
+        os._exit(0 if worker.pending() == 0 else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert worker.drain() == 1

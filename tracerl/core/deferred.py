@@ -1,26 +1,25 @@
 """Deferred spans: the OpenTelemetry SDK's span work done in batches, off the agent's thread.
 
-An adapter's callbacks run inside the framework, between two milliseconds of its own work,
-where every instruction runs on cold CPU caches: the SDK's ``start_span`` costs ~27 us there
-against ~12 in a loop (bench/instrument_overhead.py --account). A :class:`DeferredTracer`
-does at the call only what must happen then: the sampling decision and the ids, so the span
-context exists for children and for the ``traceparent`` sent to the gateway. It hands back a
-:class:`DeferredSpan` that records what the caller does to it (attributes, events, status,
-exceptions, name, end time, each with its own timestamp). When it ends, a worker thread
-replays it, in batches, through the real SDK tracer: the provider's span processors see an
-ordinary SDK span (``on_start`` with the context the span was started in, then ``on_end``),
-with the ids, sampling result, timestamps, limits and attributes the live one would have had.
+An adapter's callbacks run inside the framework, between two stretches of its own work, on
+cold CPU caches: the SDK's ``start_span`` costs ~27 us there against ~8 in a loop
+(bench/instrument_overhead.py --account). A :class:`DeferredTracer` does at the call only
+what must happen then: the sampling decision and the ids, so the span context exists for
+children and for the ``traceparent`` sent to the gateway. Its :class:`DeferredSpan` records
+what the caller does to it (attributes, events, status, exceptions, name, end time, each
+with its own timestamp). Ended spans are replayed in batches by a :class:`SpanWorker`:
 
-What differs from live spans, and why it is safe for tracerl's sinks:
+* through the real SDK tracer, with the live call's ids and sampling result: every processor
+  sees an ordinary SDK span (``on_start`` in the context it started in, attached, then
+  ``on_end``) with the timestamps, limits and attributes a live span would have had;
+* or, when the provider holds tracerl's processors and nothing else (the default), straight
+  into the store as the very record the SDK path writes (tested equal).
 
-* processors see a span when it has ended, up to ``interval_s`` later (a ``BatchSpanProcessor``
-  waits longer than that anyway), and on the worker thread (the start context is attached
-  while ``on_start`` runs, so processors that read the current context still see it);
-* ``Tracing.flush``, the provider's ``force_flush`` and ``shutdown`` (through
-  :class:`~.otel.SessionSpanProcessor`) and interpreter exit replay what is pending first, so
-  nothing ended is lost or late for whoever flushes.
-
-Only spans a tracerl adapter creates are deferred; every other tracer is untouched.
+What differs from live spans: processors see a span when it has ended, up to a second later
+(the store's ``BatchSpanProcessor`` waits as long anyway), on the worker's thread. Every flush
+(``Tracing.flush``, an episode ending, the provider's ``force_flush`` and ``shutdown`` through
+:class:`~.otel.SessionSpanProcessor`, interpreter exit) replays what is pending first. Only
+tracerl's own spans are deferred (:meth:`~.otel.Tracing.tracer`); every other tracer is
+untouched.
 """
 
 from __future__ import annotations
@@ -33,6 +32,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -48,6 +48,8 @@ from opentelemetry.trace import (
     StatusCode,
     TraceFlags,
 )
+
+from . import semconv as sc
 
 log = logging.getLogger(__name__)
 
@@ -166,18 +168,6 @@ class DeferredSpan(trace.Span):
         return self._name
 
     @property
-    def kind(self) -> SpanKind:
-        return self._kind
-
-    @property
-    def start_time(self) -> int:
-        return self._start
-
-    @property
-    def end_time(self) -> int | None:
-        return self._end
-
-    @property
     def attributes(self) -> Mapping[str, Any]:
         return {**(self._attrs or {}), **self._late}
 
@@ -272,15 +262,26 @@ class SpanWorker:
         self.interval_s = interval_s
         self.batch = batch
         self._queue: collections.deque[DeferredSpan] = collections.deque()
-        self._lock = threading.Lock()  # one replay at a time: spans reach processors in end order
+        # one replay at a time, so spans reach processors in end order; re-entrant for a
+        # processor that flushes the provider from its on_end
+        self._lock = threading.RLock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
-        self._pid = os.getpid()
         self.failures = 0  # spans or attribute builders that raised while replayed (logged)
+        if hasattr(os, "register_at_fork"):
+            ref = weakref.WeakMethod(self._after_fork)
+            os.register_at_fork(after_in_child=lambda: (ref() or (lambda: None))())
+
+    def _after_fork(self) -> None:
+        # The parent's pending spans are the parent's to replay; a lock another thread held
+        # at the fork would never be released here.
+        self._queue.clear()
+        self._lock = threading.RLock()
+        self._thread = None
 
     def put(self, span: DeferredSpan) -> None:
         self._queue.append(span)
-        if self._thread is None or self._pid != os.getpid():
+        if self._thread is None:
             self._start_thread()
         if len(self._queue) >= self.batch:
             self._wake.set()
@@ -290,9 +291,8 @@ class SpanWorker:
 
     def _start_thread(self) -> None:
         with self._lock:
-            if self._thread is not None and self._pid == os.getpid():
+            if self._thread is not None:
                 return
-            self._pid = os.getpid()  # a forked child starts its own thread (threads do not survive fork)
             self._thread = threading.Thread(target=self._run, name="tracerl-span-replay", daemon=True)
             self._thread.start()
 
@@ -302,7 +302,7 @@ class SpanWorker:
             self._wake.clear()
             self.drain()
 
-    def drain(self, timeout_s: float | None = None) -> int:
+    def drain(self) -> int:
         """Replay every span ended so far; returns how many. Safe from any thread."""
         with self._lock:
             queue = self._queue
@@ -425,7 +425,7 @@ def _plain_value(value: Any) -> Any:
 def _record(span: DeferredSpan, resource: dict[str, Any], max_attributes: int) -> dict[str, Any] | None:
     """The store record the SDK path would give ``span`` (``spans.readable_span_dict`` of the
     SDK span), or None when it holds something only the SDK shapes."""
-    from . import otel
+    from . import otel  # imports this module
 
     name, status = span._name, _UNSET
     for op in span._ops or ():
@@ -442,7 +442,9 @@ def _record(span: DeferredSpan, resource: dict[str, Any], max_attributes: int) -
         attributes[key] = value = _plain_value(value)
         if value is _SDK:
             return None
-    otel.stamp_session(attributes, span._parent_context)
+    sid = otel.session_to_stamp(attributes, span._parent_context)
+    if sid:
+        attributes[sc.SESSION_ID] = sid
     for key, value in span._late.items():
         attributes[key] = value = _plain_value(value)
         if value is _SDK:
@@ -494,6 +496,6 @@ def default_worker() -> SpanWorker:
         return _default
 
 
-def drain(timeout_s: float | None = None) -> int:
-    """Replay every deferred span ended so far (a flush hook)."""
-    return _default.drain(timeout_s) if _default is not None else 0
+def drain() -> int:
+    """Replay every deferred span ended so far, on this thread; returns how many."""
+    return _default.drain() if _default is not None else 0

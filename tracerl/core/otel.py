@@ -9,6 +9,9 @@ calling it again with the same sinks adds nothing. Two processors matter:
   OpenLLMetry) join the episode without knowing about tracerl;
 * a ``BatchSpanProcessor`` per sink: the SQLite :class:`~.store.SpanStore` by default, and
   an OTLP/HTTP exporter when an endpoint is given.
+
+tracerl's own spans come from :meth:`Tracing.tracer` and are deferred (:mod:`.deferred`):
+they reach these processors in batches when they end, and every flush replays them first.
 """
 
 from __future__ import annotations
@@ -55,16 +58,12 @@ class SessionSpanProcessor(SpanProcessor):
         self._provider = provider
 
     def on_start(self, span: Any, parent_context: Context | None = None) -> None:
-        sid = baggage.get_baggage(sc.BAGGAGE_SESSION_KEY, parent_context)
-        if not sid:
-            return
         # the SDK span's own attributes: its public property wraps them in a new read-only
         # proxy whose lookups lock (this runs for every span of the process)
         attrs = getattr(span, "_attributes", None)
-        if attrs is None:
-            attrs = span.attributes or {}
-        if not attrs.get(sc.SESSION_ID):
-            span.set_attribute(sc.SESSION_ID, str(sid))
+        sid = session_to_stamp(span.attributes if attrs is None else attrs, parent_context)
+        if sid:
+            span.set_attribute(sc.SESSION_ID, sid)
 
     def on_end(self, span: Any) -> None:
         pass
@@ -83,12 +82,13 @@ class SessionSpanProcessor(SpanProcessor):
         return True
 
 
-def stamp_session(attributes: dict[str, Any], parent_context: Context | None) -> None:
-    """What :class:`SessionSpanProcessor` does to a span starting in ``parent_context``, done
-    to a plain attribute dict (deferred spans stored without the SDK)."""
+def session_to_stamp(attributes: Any, parent_context: Context | None) -> str | None:
+    """The session id :class:`SessionSpanProcessor` stamps on a span starting in
+    ``parent_context`` with these attributes (None: nothing to stamp)."""
     sid = baggage.get_baggage(sc.BAGGAGE_SESSION_KEY, parent_context)
-    if sid and not attributes.get(sc.SESSION_ID):
-        attributes[sc.SESSION_ID] = str(sid)
+    if not sid or (attributes and attributes.get(sc.SESSION_ID)):
+        return None
+    return str(sid)
 
 
 @dataclass
