@@ -48,7 +48,10 @@ def tracer(tracing: Tracing, name: str) -> trace.Tracer:
 def set_attributes_later(span: trace.Span, build: Any, *args: Any) -> None:
     """``span.set_attributes(build(*args))``; for a deferred span (every adapter's), ``build``
     runs when the span is replayed, in a batch off the agent's thread (see
-    :mod:`tracerl.core.deferred`): ``args`` must be objects the framework is done with."""
+    :mod:`tracerl.core.deferred`): ``args`` must be objects the framework is done with. A
+    result the app edits in place before the replay (within a second, or at the episode's
+    flush) is recorded as edited; LiteLLM, which reports on its own thread after returning,
+    always had that race."""
     later = getattr(span, "set_attributes_later", None)
     if later is not None:
         later(build, *args)
