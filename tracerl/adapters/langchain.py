@@ -25,7 +25,6 @@ the converter names trajectories after the LangGraph node that made the call.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import weakref
@@ -188,9 +187,8 @@ class TracerlCallbackHandler(BaseCallbackHandler):
             run = self._runs.pop(run_id, None)
         if run is None:
             return
-        if run.token is not None:
-            with contextlib.suppress(Exception):  # a run ended in another context: nothing to restore
-                otel_context.detach(run.token)  # type: ignore[arg-type]
+        if run.token is not None:  # (the API's detach never raises: it logs what fails)
+            otel_context.detach(run.token)  # type: ignore[arg-type]
         if run.span is None:
             return
         if result is not None:
