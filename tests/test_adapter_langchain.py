@@ -171,3 +171,26 @@ def test_a_message_edited_between_calls_is_recorded_as_edited(tracing, instrumen
     mine = sorted(_adapter_spans(tracing, ep.id), key=lambda s: s.start_ns)
     assert ["2+3" in s.attributes["gen_ai.input.messages"] for s in mine] == [True, False]
     assert "4+4" in mine[1].attributes["gen_ai.input.messages"]
+
+
+def test_live_spans_on_request_record_the_same(tracing, monkeypatch):
+    from tracerl.adapters import langchain as adapter
+    from tracerl.core.deferred import DeferredTracer
+
+    monkeypatch.setenv("TRACERL_LIVE_SPANS", "1")  # plain SDK spans, for processors that need them at once
+    tracerl.instrument("langgraph", tracer_provider=tracing.provider)
+    try:
+        assert not isinstance(adapter._state["handler"]._tracer, DeferredTracer)
+        with ScriptedServer(calculator_script, tracer_provider=tracing.provider) as server:
+            @tracerl.rollout
+            def solve(task, config):
+                _solver_judge(server.url + "/v1").invoke({"question": task.data["q"]})
+
+            ep = solve({"id": "t4", "data": {"q": "What is 2+3?"}}, tracing=tracing)
+    finally:
+        tracerl.uninstrument("langgraph")
+    mine = sorted(_adapter_spans(tracing, ep.id), key=lambda s: s.start_ns)
+    assert [s.attributes["tracerl.node.name"] for s in mine] == ["solver", "judge"]
+    assert all("gen_ai.output.messages" in s.attributes and s.attributes["gen_ai.usage.output_tokens"] > 0
+               for s in mine)
+    assert [s.metadata["node_step"] for s in ep.steps] == [1, 2]

@@ -249,3 +249,22 @@ def test_a_forked_child_leaves_the_parents_pending_spans_to_the_parent(tmp_path)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert worker.drain() == 1
+
+
+def test_live_spans_on_request(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACERL_LIVE_SPANS", "1")
+    started = []
+
+    class Watcher(SpanProcessor):
+        def on_start(self, span, parent_context=None):
+            started.append(span.name)
+
+    tracing = _tracing(tmp_path, "live-env", extra=Watcher())
+    tracer = tracing.tracer("tracerl.test")
+    assert not isinstance(tracer, DeferredTracer)
+    span = tracer.start_span("chat m")
+    assert started == ["chat m"]  # seen at once, not at the next flush
+    span.end()
+    assert [r["name"] for r in _records(tracing)] == ["chat m"]
+    monkeypatch.delenv("TRACERL_LIVE_SPANS")
+    assert isinstance(_tracing(tmp_path, "default-env").tracer("tracerl.test"), DeferredTracer)

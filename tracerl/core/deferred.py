@@ -18,8 +18,8 @@ What differs from live spans: processors see a span when it has ended, up to a s
 (the store's ``BatchSpanProcessor`` waits as long anyway), on the worker's thread. Every flush
 (``Tracing.flush``, an episode ending, the provider's ``force_flush`` and ``shutdown`` through
 :class:`~.otel.SessionSpanProcessor`, interpreter exit) replays what is pending first. Only
-tracerl's own spans are deferred (:meth:`~.otel.Tracing.tracer`); every other tracer is
-untouched.
+tracerl's own spans are deferred (:meth:`~.otel.Tracing.tracer`; ``TRACERL_LIVE_SPANS=1``
+turns it off); every other tracer is untouched.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ they reach these processors in batches when they end, and every flush replays th
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -120,10 +121,14 @@ class Tracing:
 
     def tracer(self, name: str = TRACER_NAME) -> trace.Tracer:
         """tracerl's tracer ``name`` on this provider: its spans are deferred (:mod:`.deferred`),
-        so what the SDK does with them is done in batches, off the caller's thread."""
+        so what the SDK does with them is done in batches, off the caller's thread; with
+        ``TRACERL_LIVE_SPANS=1`` in the environment (read once per tracer), plain SDK spans,
+        for span processors that must see a span the moment it starts or ends."""
         found = self._tracers.get(name)
         if found is None:
-            found = self._tracers[name] = deferred.DeferredTracer(self, name)
+            live = os.environ.get("TRACERL_LIVE_SPANS", "").strip().lower() in ("1", "true", "yes", "on")
+            found = self.provider.get_tracer(name) if live else deferred.DeferredTracer(self, name)
+            self._tracers[name] = found
         return found
 
 
