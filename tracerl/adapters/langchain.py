@@ -26,7 +26,6 @@ the converter names trajectories after the LangGraph node that made the call.
 from __future__ import annotations
 
 import logging
-import threading
 import weakref
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -131,8 +130,9 @@ class TracerlCallbackHandler(BaseCallbackHandler):
     def __init__(self, tracer: trace.Tracer, *, workflow_spans: bool = False):
         self._tracer = tracer
         self._workflow_spans = workflow_spans
+        # run id -> what we made of it; every access is one dict operation, atomic, so no
+        # lock (LangChain calls us from many threads and tasks, on every run)
         self._runs: dict[UUID, _Run] = {}
-        self._lock = threading.Lock()
         self._messages = _MessageJson()
 
     # LangChain asks these before dispatching an event to a handler: events we ignore cost
@@ -157,21 +157,19 @@ class TracerlCallbackHandler(BaseCallbackHandler):
 
     def _parent_span(self, parent_run_id: UUID | None) -> trace.Span | None:
         run_id = parent_run_id
-        with self._lock:
-            while run_id is not None:
-                run = self._runs.get(run_id)
-                if run is None:
-                    return None
-                if run.span is not None:
-                    return run.span
-                run_id = run.parent
+        while run_id is not None:
+            run = self._runs.get(run_id)
+            if run is None:
+                return None
+            if run.span is not None:
+                return run.span
+            run_id = run.parent
         return None
 
     def _start(self, run_id: UUID, parent_run_id: UUID | None, name: str | None, kind: SpanKind,
                attrs: dict[str, Any], *, current: bool = False) -> None:
         if name is None:  # an internal runnable: remember its parent for lookups, nothing else
-            with self._lock:
-                self._runs[run_id] = _Run(None, parent_run_id)
+            self._runs[run_id] = _Run(None, parent_run_id)
             return
         parent = self._parent_span(parent_run_id)
         ctx = trace.set_span_in_context(parent) if parent is not None else None
@@ -179,12 +177,10 @@ class TracerlCallbackHandler(BaseCallbackHandler):
         token = None
         if current:
             token = otel_context.attach(trace.set_span_in_context(span))
-        with self._lock:
-            self._runs[run_id] = _Run(span, parent_run_id, token)
+        self._runs[run_id] = _Run(span, parent_run_id, token)
 
     def _end(self, run_id: UUID, result: Any = None, error: BaseException | None = None) -> None:
-        with self._lock:
-            run = self._runs.pop(run_id, None)
+        run = self._runs.pop(run_id, None)
         if run is None:
             return
         if run.token is not None:  # (the API's detach never raises: it logs what fails)

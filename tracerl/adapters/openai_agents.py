@@ -17,7 +17,6 @@ training needs none of it, and every span costs CPU on each call.
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -50,6 +49,10 @@ class _Mirrored:
         self.span, self.context, self.token = span, trace.set_span_in_context(span), token
 
 
+_MIRRORED = frozenset({"generation", "response", "agent", "function", "handoff"})
+_MISSING = object()
+
+
 class TracerlTracingProcessor(TracingProcessor):
     """Receives the SDK's traces and spans; never raises into the SDK."""
 
@@ -57,19 +60,19 @@ class TracerlTracingProcessor(TracingProcessor):
         self._tracer = tracer
         self._workflow_spans = workflow_spans
         # SDK span (or trace) id -> what we made of it: a mirror, or for a span we do not
-        # mirror (task, turn) the id of its parent, to find its children's nearest mirror
+        # mirror (task, turn) the id of its parent, to find its children's nearest mirror.
+        # Every access is one dict operation, atomic, so no lock (this runs for every span).
         self._spans: dict[str, _Mirrored | str | None] = {}
-        self._lock = threading.Lock()
 
     def _parent(self, key: str | None) -> Any:
-        with self._lock:
-            for _ in range(64):  # walk up through skipped spans to the nearest mirrored one
-                if key is None or key not in self._spans:
-                    return None
-                found = self._spans[key]
-                if isinstance(found, _Mirrored):
-                    return found.context
-                key = found
+        spans = self._spans
+        for _ in range(64):  # walk up through skipped spans to the nearest mirrored one
+            found = spans.get(key, _MISSING) if key is not None else _MISSING
+            if found is _MISSING:
+                return None
+            if isinstance(found, _Mirrored):
+                return found.context
+            key = found
         return None
 
     def on_trace_start(self, t: Any) -> None:
@@ -77,23 +80,24 @@ class TracerlTracingProcessor(TracingProcessor):
             return
         span = self._tracer.start_span(f"invoke_workflow {t.name}", kind=SpanKind.INTERNAL, attributes={
             "gen_ai.operation.name": "invoke_workflow", "gen_ai.workflow.name": str(t.name)})
-        with self._lock:
-            self._spans[t.trace_id] = _Mirrored(span)
+        self._spans[t.trace_id] = _Mirrored(span)
 
     def on_trace_end(self, t: Any) -> None:
-        with self._lock:
-            found = self._spans.pop(t.trace_id, None)
+        found = self._spans.pop(t.trace_id, None)
         if isinstance(found, _Mirrored):
             found.span.end()
 
     def on_span_start(self, span: Any) -> None:
         try:
-            self._start(span)
+            data = span.span_data
+            if data.type not in _MIRRORED:  # task, turn, ...: remembered for their children only
+                self._spans[span.span_id] = span.parent_id
+                return
+            self._start(span, data)
         except Exception:  # tracing must never break the agent
             log.debug("tracerl: could not mirror an Agents SDK span", exc_info=True)
 
-    def _start(self, span: Any) -> None:
-        data = span.span_data
+    def _start(self, span: Any, data: Any) -> None:
         kind, current = SpanKind.INTERNAL, False
         if data.type == "generation" or data.type == "response":
             model = getattr(data, "model", None) or "unknown"
@@ -106,22 +110,16 @@ class TracerlTracingProcessor(TracingProcessor):
         elif data.type == "function":
             name = f"execute_tool {data.name}"
             attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": str(data.name)}
-        elif data.type == "handoff":
+        else:  # a handoff
             name, attrs = f"handoff {data.from_agent} -> {data.to_agent}", {}
-        else:
-            with self._lock:
-                self._spans[span.span_id] = span.parent_id
-            return
         ctx = self._parent(span.parent_id) or self._parent(span.trace_id)
         mirrored = _Mirrored(self._tracer.start_span(name, context=ctx, kind=kind, attributes=attrs))
         if current:  # the HTTP call is made inside: the gateway's span becomes its child
             mirrored.token = otel_context.attach(mirrored.context)
-        with self._lock:
-            self._spans[span.span_id] = mirrored
+        self._spans[span.span_id] = mirrored
 
     def on_span_end(self, span: Any) -> None:
-        with self._lock:
-            found = self._spans.pop(span.span_id, None)
+        found = self._spans.pop(span.span_id, None)
         if not isinstance(found, _Mirrored):
             return
         otel_span = found.span
