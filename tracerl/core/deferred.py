@@ -300,7 +300,10 @@ class SpanWorker:
         while True:
             self._wake.wait(self.interval_s)
             self._wake.clear()
-            self.drain()
+            try:
+                self.drain()
+            except Exception:  # the thread outlives any bug: spans would pile up until a flush
+                log.exception("tracerl: replaying deferred spans failed")
 
     def drain(self) -> int:
         """Replay every span ended so far; returns how many. Safe from any thread."""
