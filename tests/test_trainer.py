@@ -198,7 +198,10 @@ def test_async_rollouts_stay_within_the_staleness_bound(tmp_path, private_tracin
     # async serves from a child process by default; its spans carry the pushed versions
     assert (cfg.output / "gateway.log").is_file()
     versions = {s.attributes.get("tracerl.llm.weight_version") for s in SpanStore(cfg.output / "traces.db").spans()}
-    assert {0, 1, 2, 3} <= versions
+    versions.discard(None)  # our own spans; the gateway's carry the version that sampled them
+    # Step s starts once update s-2 has landed (staleness 1), so the last step samples from
+    # version 2 at least; whether version 3 lands while it still runs is a race, not a promise.
+    assert 0 in versions and max(versions) >= 2 and versions <= {0, 1, 2, 3}
 
 
 def test_gateway_process_serves_new_weights_and_reports_failures(tmp_path):
