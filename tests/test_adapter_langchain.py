@@ -111,18 +111,23 @@ def test_unknown_framework_is_a_clear_error():
         tracerl.instrument("crewai")
 
 
+def _solver_judge_episode(tracing, task_id):
+    """The solver-judge graph run once as an episode, against the scripted server."""
+    with ScriptedServer(calculator_script, tracer_provider=tracing.provider) as server:
+        @tracerl.rollout
+        def solve(task, config):
+            _solver_judge(server.url + "/v1").invoke({"question": task.data["q"]})
+
+        return solve({"id": task_id, "data": {"q": "What is 2+3?"}}, tracing=tracing)
+
+
 def _adapter_spans(tracing, session_id):
     spans = next(iter(tracing.stores.values())).spans(session_id=session_id)
     return [s for s in spans if s.scope and s.scope.endswith("langchain")]
 
 
 def test_default_writes_llm_and_tool_spans_only_with_node_and_step(tracing, instrumented):
-    with ScriptedServer(calculator_script, tracer_provider=tracing.provider) as server:
-        @tracerl.rollout
-        def solve(task, config):
-            _solver_judge(server.url + "/v1").invoke({"question": task.data["q"]})
-
-        ep = solve({"id": "t3", "data": {"q": "What is 2+3?"}}, tracing=tracing)
+    ep = _solver_judge_episode(tracing, "t3")
     mine = _adapter_spans(tracing, ep.id)
     assert sorted(s.name for s in mine) == ["chat scripted", "chat scripted"]
     assert [(s.attributes["tracerl.node.name"], s.attributes["tracerl.node.step"]) for s in
@@ -133,12 +138,7 @@ def test_default_writes_llm_and_tool_spans_only_with_node_and_step(tracing, inst
 def test_workflow_spans_option_adds_workflow_and_node_spans(tracing):
     tracerl.instrument("all", tracer_provider=tracing.provider, workflow_spans=True)  # LiteLLM etc. ignore it
     try:
-        with ScriptedServer(calculator_script, tracer_provider=tracing.provider) as server:
-            @tracerl.rollout
-            def solve(task, config):
-                _solver_judge(server.url + "/v1").invoke({"question": task.data["q"]})
-
-            ep = solve({"id": "t4", "data": {"q": "What is 2+3?"}}, tracing=tracing)
+        ep = _solver_judge_episode(tracing, "t4")
     finally:
         tracerl.uninstrument("all")
     spans = {s.span_id: s for s in _adapter_spans(tracing, ep.id)}
@@ -181,12 +181,7 @@ def test_live_spans_on_request_record_the_same(tracing, monkeypatch):
     tracerl.instrument("langgraph", tracer_provider=tracing.provider)
     try:
         assert not isinstance(adapter._state["handler"]._tracer, DeferredTracer)
-        with ScriptedServer(calculator_script, tracer_provider=tracing.provider) as server:
-            @tracerl.rollout
-            def solve(task, config):
-                _solver_judge(server.url + "/v1").invoke({"question": task.data["q"]})
-
-            ep = solve({"id": "t4", "data": {"q": "What is 2+3?"}}, tracing=tracing)
+        ep = _solver_judge_episode(tracing, "t4")
     finally:
         tracerl.uninstrument("langgraph")
     mine = sorted(_adapter_spans(tracing, ep.id), key=lambda s: s.start_ns)
