@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from google.protobuf import json_format
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -271,6 +272,8 @@ def test_fuzz_random_json(doc: Any) -> None:
 
 @_FUZZ
 @given(_structured)
+@example({"resourceSpans": [{"resource": {}, "scopeSpans": [{"spans": [{"kind": math.inf}]}]}]})  # found by CI
+@example({"resourceSpans": [{"scopeSpans": [{"spans": [{"startTimeUnixNano": math.nan, "kind": -math.inf}]}]}]})
 def test_fuzz_json_shaped_like_a_request(doc: Any) -> None:
     _decodes_or_says_why(json.dumps(doc), "application/json")
 

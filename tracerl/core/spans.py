@@ -336,7 +336,10 @@ def _parse_json_request(body: bytes | bytearray | memoryview | str, request: Any
     try:
         _hex_ids_to_base64(payload)
         json_format.ParseDict(payload, request, ignore_unknown_fields=True)
-    except (json_format.ParseError, RecursionError, SystemError, UnicodeError) as exc:
+    # protobuf lets a few conversions escape as built-in errors: Infinity or NaN where an
+    # integer or enum belongs (OverflowError, ValueError), odd types (TypeError)
+    except (json_format.ParseError, RecursionError, SystemError, UnicodeError, OverflowError, ValueError,
+            TypeError) as exc:
         raise SpanDecodeError(f"OTLP/JSON body does not match ExportTraceServiceRequest: {exc}") from exc
 
 
