@@ -134,11 +134,11 @@ class DeferredSpan(trace.Span):
     what spans see in practice: one owner sets attributes, anyone may end it once."""
 
     __slots__ = ("_tracer", "_name", "_context", "_parent", "_parent_context", "_kind", "_decision", "_attrs",
-                 "_links", "_start", "_flags", "_late", "_later", "_ops", "_end")
+                 "_links", "_start", "_on_exception", "_late", "_later", "_ops", "_end")
 
     def __init__(self, tracer: DeferredTracer, name: str, span_context: SpanContext, parent: SpanContext | None,
                  parent_context: Any, kind: SpanKind, decision: Decision, attributes: Mapping[str, Any] | None,
-                 links: Sequence[trace.Link], start: int, flags: tuple[bool, bool]):
+                 links: Sequence[trace.Link], start: int, on_exception: tuple[bool, bool]):
         self._tracer = tracer
         self._name = name
         self._context = span_context
@@ -149,7 +149,7 @@ class DeferredSpan(trace.Span):
         self._attrs = attributes  # the start attributes (the caller's mapping, as the SDK sampler keeps it)
         self._links = links
         self._start = start
-        self._flags = flags
+        self._on_exception = on_exception  # (record_exception, set_status_on_exception)
         self._late: dict[str, Any] = {}  # attributes set after the start
         self._later: list[tuple[Any, tuple[Any, ...]]] | None = None  # attribute builders, run on replay
         self._ops: list[tuple[Any, ...]] | None = None  # events, status, exceptions, names: in order
@@ -376,7 +376,7 @@ class _Replay:
             # A copy of the SDK tracer (the provider caches one per scope, which others may
             # use) that decides nothing itself: ids and sampling come from the live call.
             tracer = copy.copy(owner.sdk_tracer)
-            preset = _Preset(owner._provider.id_generator)
+            preset = _Preset(owner._ids)
             tracer.id_generator = tracer.sampler = preset
             found = self._sdk[id(owner)] = (tracer, preset)
         tracer, preset = found
@@ -386,8 +386,8 @@ class _Replay:
         try:
             sdk_span = tracer.start_span(span._name, context=span._parent_context, kind=span._kind,
                                          attributes=span._attrs, links=span._links,
-                                         start_time=span._start, record_exception=span._flags[0],
-                                         set_status_on_exception=span._flags[1])
+                                         start_time=span._start, record_exception=span._on_exception[0],
+                                         set_status_on_exception=span._on_exception[1])
         finally:
             otel_context.detach(token)
         if span._late:

@@ -100,14 +100,13 @@ class Tracing:
     stores: dict[str, SpanStore] = field(default_factory=dict)
     sinks: set[str] = field(default_factory=set)
     processors: list[SpanProcessor] = field(default_factory=list)  # ours, in the order added
-    store_only: bool = True  # no sink but stores among them
     _tracers: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def direct_stores(self) -> list[SpanStore] | None:
         """Our stores, when the provider's processors are ours alone and only write to them:
         deferred spans may then be stored without the SDK (see :mod:`.deferred`)."""
         active = getattr(getattr(self.provider, "_active_span_processor", None), "_span_processors", None)
-        if (not self.store_only or active is None or len(active) != len(self.processors)
+        if (any(sink.startswith("otlp:") for sink in self.sinks) or active is None or len(active) != len(self.processors)
                 or any(a is not b for a, b in zip(active, self.processors, strict=True))):
             return None
         return list(self.stores.values())
@@ -116,8 +115,7 @@ class Tracing:
         """Wait for adapters that record after the call returns, then export everything."""
         for hook in list(_flush_hooks):
             hook(timeout_ms / 1000)
-        deferred.drain()
-        return bool(self.provider.force_flush(timeout_ms))
+        return bool(self.provider.force_flush(timeout_ms))  # our SessionSpanProcessor replays deferred spans first
 
     def tracer(self, name: str = TRACER_NAME) -> trace.Tracer:
         """tracerl's tracer ``name`` on this provider: its spans are deferred (:mod:`.deferred`),
@@ -199,7 +197,6 @@ def setup_tracing(
         if otlp_endpoint and f"otlp:{otlp_endpoint}" not in state.sinks:
             _add(state, BatchSpanProcessor(_otlp_exporter(otlp_endpoint, otlp_headers)))
             state.sinks.add(f"otlp:{otlp_endpoint}")
-            state.store_only = False
         return state
 
 
