@@ -294,7 +294,7 @@ def main() -> int:
     calls: dict[str, int] = dict.fromkeys(modes, 0)
     gc_s: dict[str, float] = dict.fromkeys(modes, 0.0)
     gc_timer = _GcTimer()
-    account = _Account(args.framework) if args.account else None
+    account = _Account(args.framework, gc_timer) if args.account else None
     answers: dict[str, list[str]] = {m: [] for m in modes}
     try:
         for r in range(args.rounds):
@@ -312,16 +312,13 @@ def main() -> int:
                         answer, n = agent(QUESTION.format(a=i, b=r))
                         calls[name] += n
                         answers[name].append(answer)
-                    f0 = time.thread_time()
                     if account is not None:
                         from tracerl.core import deferred
 
-                        deferred.drain()
-                        account.add(name, "span replay (final flush)", time.thread_time() - f0)
-                        f0 = time.thread_time()
+                        account.measure(name, "span replay (final flush)", deferred.drain)
+                        # force_flush exports on this thread what is left
+                        account.measure(name, "span export (final flush)", _flush)
                     _flush()  # this round's spans are exported (and their CPU counted) in this round
-                    if account is not None:  # force_flush exports on this thread what is left
-                        account.add(name, "span export (final flush)", time.thread_time() - f0)
                     wall[name].append(time.perf_counter() - t0)
                     cpu[name].append(time.process_time() - c0)
                     gc_s[name] += gc_timer.total - g0
@@ -347,7 +344,7 @@ def main() -> int:
     if "hook" in modes and "tracerl" in modes:
         _print_paired(cpu, calls, args.rounds)
     if account is not None:
-        account.report(calls)
+        account.report(calls, gc_s)
     return 0
 
 
@@ -362,14 +359,17 @@ def _flush() -> None:
 class _Account:
     """Ours in situ, counted rather than subtracted: the thread CPU time spent inside each of
     our adapter's entry points (the callbacks the framework calls, the W3C header injection)
-    and on the span export threads, per mode. Two clock reads per callback (~0.4 us each) are
-    included, so this slightly overstates our share."""
+    and on the span export threads, per mode, and the garbage collector's time beyond the hook
+    mode's. A collection that runs inside our code is counted once, as collection: the
+    callbacks' figures exclude it (the export threads' do not: a small overlap). Two clock
+    reads per callback (~0.4 us each) are included, so this slightly overstates our share."""
 
-    def __init__(self, framework: str):
+    def __init__(self, framework: str, gc_timer: _GcTimer):
         from tracerl.adapters import _common
 
         self.cpu: dict[tuple[str, str], float] = {}
         self._mode = ""
+        self._gc = gc_timer
         self._wrap(_common, "_inject", "inject W3C headers")
         cls, prefixes = self._entry_points(framework)
         for attr in list(vars(cls)):
@@ -399,24 +399,24 @@ class _Account:
         if inspect.iscoroutinefunction(original):  # LiteLLM's async hooks (ours never await inside)
             @functools.wraps(original)
             async def timed_async(*args: Any, **kwargs: Any) -> Any:
-                t0 = time.thread_time()
+                t0, g0 = time.thread_time(), self._gc.total
                 try:
                     return await original(*args, **kwargs)
                 finally:
                     key = (self._mode, label)
-                    cpu[key] = cpu.get(key, 0.0) + time.thread_time() - t0
+                    cpu[key] = cpu.get(key, 0.0) + time.thread_time() - t0 - (self._gc.total - g0)
 
             setattr(owner, attr, timed_async)
             return
 
         @functools.wraps(original)
         def timed(*args: Any, **kwargs: Any) -> Any:
-            t0 = time.thread_time()
+            t0, g0 = time.thread_time(), self._gc.total
             try:
                 return original(*args, **kwargs)
             finally:
                 key = (self._mode, label)
-                cpu[key] = cpu.get(key, 0.0) + time.thread_time() - t0
+                cpu[key] = cpu.get(key, 0.0) + time.thread_time() - t0 - (self._gc.total - g0)
 
         setattr(owner, attr, timed)
 
@@ -431,6 +431,11 @@ class _Account:
                     total += time.clock_gettime(time.pthread_getcpuclockid(t.ident))
         return total
 
+    def measure(self, mode: str, label: str, fn: Callable[[], Any]) -> None:
+        t0, g0 = time.thread_time(), self._gc.total
+        fn()
+        self.add(mode, label, time.thread_time() - t0 - (self._gc.total - g0))
+
     def add(self, mode: str, label: str, seconds: float) -> None:
         self.cpu[(mode, label)] = self.cpu.get((mode, label), 0.0) + seconds
 
@@ -441,8 +446,15 @@ class _Account:
     def end(self, mode: str) -> None:
         self.add(mode, "span export threads", self._export_threads_cpu() - self._export0)
 
-    def report(self, calls: dict[str, int]) -> None:
-        print("\nours in situ, counted (thread CPU inside our code and on the export threads), us per LLM call:")
+    def report(self, calls: dict[str, int], gc_s: dict[str, float]) -> None:
+        """Per mode, each part per LLM call. The collector's time beyond the hook mode's is
+        ours too: spans and whatever they hold alive until exported make collections come
+        sooner, and that cost falls on whichever code allocates next, mostly the framework's."""
+        if calls.get("hook") and calls.get("tracerl"):
+            extra = gc_s["tracerl"] / calls["tracerl"] - gc_s["hook"] / calls["hook"]
+            self.add("tracerl", "garbage collection (> hook)", extra * calls["tracerl"])
+        print("\nours in situ, counted (thread CPU inside our code and on the export threads, and the"
+              " garbage collector's time beyond the hook mode's), us per LLM call:")
         for mode in ("hook", "tracerl"):
             parts = {label: v for (m, label), v in self.cpu.items() if m == mode and calls.get(mode)}
             if not parts:

@@ -184,3 +184,27 @@ def test_instrument_keeps_writing_to_the_store_the_provider_has(tmp_path):
         assert list(setup_tracing(tracer_provider=fresh).stores) == [str(default_store_path())]
     finally:
         fresh.shutdown()
+
+
+def test_a_failing_attribute_builder_costs_its_attributes_not_the_span(tmp_path, caplog):
+    """An adapter's result attributes come from the framework's objects, which a new version
+    may shape differently: a builder that raises is logged, and the span is still recorded
+    with what it had; a span that does not record never runs the builder."""
+    from tracerl.core.otel import setup_tracing
+    from tracerl.core.store import SpanStore
+
+    provider = TracerProvider()
+    tracing = setup_tracing(SpanStore(tmp_path / "s.db"), tracer_provider=provider)
+    try:
+        span = _common.tracer(tracing, "test").start_span("chat m", attributes={"gen_ai.operation.name": "chat"})
+        _common.set_attributes(span, lambda: {"gen_ai.response.id": "r1", "bad": 1 / 0})
+        _common.set_attributes(span, lambda: {"gen_ai.usage.output_tokens": 3})
+        span.end()
+        calls = []
+        _common.set_attributes(NonRecordingSpan(span.get_span_context()), lambda: calls.append(1) or {})
+        tracing.flush()
+        [record] = next(iter(tracing.stores.values())).spans()
+    finally:
+        provider.shutdown()
+    assert record.attributes == {"gen_ai.operation.name": "chat", "gen_ai.usage.output_tokens": 3}
+    assert "could not record the attributes of span 'chat m'" in caplog.text and calls == []

@@ -188,7 +188,7 @@ class TracerlCallbackHandler(BaseCallbackHandler):
         if run.span is None:
             return
         if result is not None:
-            _common.set_attributes_later(run.span, _result_attributes, result, self._messages)
+            _common.set_attributes(run.span, _result_attributes, result, self._messages)
         if error is not None:
             run.span.record_exception(error)
             run.span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:200]))

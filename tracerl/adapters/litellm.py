@@ -82,8 +82,7 @@ class TracerlLiteLLMLogger(CustomLogger):
                 attrs[sc.AGENT_NAME] = str(metadata["tracerl_agent"])
             span = self._tracer.start_span(f"chat {model}", context=ctx, kind=SpanKind.CLIENT,
                                            attributes=attrs, start_time=_ns(start))
-            # built off this thread; the app's message list is copied now (it will append the reply)
-            _common.set_attributes_later(span, _call_attributes, tuple(kwargs.get("messages") or ()),
+            _common.set_attributes(span, _call_attributes, kwargs.get("messages") or (),
                                          optional.get("tools"), response if error is None else None)
             if error is not None:
                 span.set_status(Status(StatusCode.ERROR, str(error)[:200]))
@@ -106,7 +105,7 @@ class TracerlLiteLLMLogger(CustomLogger):
         self._record(kwargs, None, start_time, end_time, error=kwargs.get("exception") or "LiteLLM call failed")
 
 
-def _call_attributes(messages: tuple[Any, ...], tools: Any, response: Any) -> dict[str, Any]:
+def _call_attributes(messages: Any, tools: Any, response: Any) -> dict[str, Any]:
     attrs = {"gen_ai.input.messages": _common.openai_messages_json(messages)}
     if tools:
         attrs["gen_ai.tool.definitions"] = _json.dumps(tools)

@@ -127,7 +127,7 @@ class TracerlTracingProcessor(TracingProcessor):
             if found.token is not None:
                 otel_context.detach(found.token)  # type: ignore[arg-type]
             data = span.span_data
-            _common.set_attributes_later(otel_span, _end_attributes, data)  # built off this thread
+            _common.set_attributes(otel_span, _end_attributes, data)
             if data.type == "handoff":  # the SDK learns where a handoff went only as it ends
                 otel_span.update_name(f"handoff {data.from_agent} -> {data.to_agent}")
             elif data.type == "response" and data.response is not None:  # the model, known now

@@ -134,7 +134,7 @@ class DeferredSpan(trace.Span):
     what spans see in practice: one owner sets attributes, anyone may end it once."""
 
     __slots__ = ("_tracer", "_name", "_context", "_parent", "_parent_context", "_kind", "_decision", "_attrs",
-                 "_links", "_start", "_on_exception", "_late", "_later", "_ops", "_end")
+                 "_links", "_start", "_on_exception", "_late", "_ops", "_end")
 
     def __init__(self, tracer: DeferredTracer, name: str, span_context: SpanContext, parent: SpanContext | None,
                  parent_context: Any, kind: SpanKind, decision: Decision, attributes: Mapping[str, Any] | None,
@@ -151,7 +151,6 @@ class DeferredSpan(trace.Span):
         self._start = start
         self._on_exception = on_exception  # (record_exception, set_status_on_exception)
         self._late: dict[str, Any] = {}  # attributes set after the start
-        self._later: list[tuple[Any, tuple[Any, ...]]] | None = None  # attribute builders, run on replay
         self._ops: list[tuple[Any, ...]] | None = None  # events, status, exceptions, names: in order
         self._end: int | None = None
 
@@ -183,16 +182,6 @@ class DeferredSpan(trace.Span):
             late = self._late
             for key, value in attributes.items():
                 late[key] = tuple(value) if type(value) is list else value
-
-    def set_attributes_later(self, build: Any, *args: Any) -> None:
-        """``set_attributes(build(*args))``, with ``build`` run when the span is replayed: an
-        adapter's result attributes (message JSON, usage) are built in the batch, off the
-        agent's thread. ``args`` must not change after the call (a framework's finished result
-        objects). A builder that raises costs its attributes, not the span."""
-        if self._end is None:
-            if self._later is None:
-                self._later = []
-            self._later.append((build, args))
 
     def _op(self, *op: Any) -> None:
         if self._end is None:
@@ -267,7 +256,7 @@ class SpanWorker:
         self._lock = threading.RLock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
-        self.failures = 0  # spans or attribute builders that raised while replayed (logged)
+        self.failures = 0  # spans that could not be replayed or stored (logged)
         if hasattr(os, "register_at_fork"):
             ref = weakref.WeakMethod(self._after_fork)
             os.register_at_fork(after_in_child=lambda: (ref() or (lambda: None))())
@@ -315,7 +304,6 @@ class SpanWorker:
             replay = _Replay()
             for span in spans:
                 try:
-                    self._build(span)
                     replay.add(span)
                 except Exception:  # a processor's bug must not stop the other spans
                     self.failures += 1
@@ -326,14 +314,6 @@ class SpanWorker:
                 self.failures += 1
                 log.exception("tracerl: storing %d spans failed", len(spans))
             return len(spans)
-
-    def _build(self, span: DeferredSpan) -> None:
-        for build, args in span._later or ():
-            try:
-                span._late.update(build(*args))
-            except Exception:
-                self.failures += 1
-                log.exception("tracerl: building the attributes of span %r failed", span._name)
 
 
 class _Replay:
