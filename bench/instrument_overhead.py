@@ -11,6 +11,8 @@ noise hits all modes alike:
   the SDK's tracing on): what the framework itself spends per call once any hook is there, so
   ``tracerl`` minus ``hook`` is our code's share, measured in the same run;
 * ``tracerl``: ``tracerl.instrument(FRAMEWORK)`` (spans to a SQLite store, W3C propagation);
+* ``tracerl-no-content`` (only when asked for in ``--modes``): the same with
+  ``capture_content=False``, no messages on our spans;
 * ``openinference``: the OpenInference instrumentor for the framework instead (spans to the
   same kind of store), for comparison.
 
@@ -20,6 +22,7 @@ decoding, so every mode sends the same requests and gets the same answers).
 
     python bench/instrument_overhead.py --framework langgraph --runs 500
     python bench/instrument_overhead.py --framework litellm --server gateway --runs 60 --rounds 3
+    python bench/instrument_overhead.py --server gateway --modes hook tracerl tracerl-no-content --account
     python bench/instrument_overhead.py --callbacks     # the adapters' own code alone (bench/adapter_parts.py)
     python bench/instrument_overhead.py --export        # span export by spans per SQLite commit
 """
@@ -167,7 +170,8 @@ def openai_agents_agent(base_url: str, model: str) -> Agent:
     return run
 
 
-MODES = ("none", "hook", "tracerl", "openinference")
+MODES = ("none", "hook", "tracerl", "tracerl-no-content", "openinference")
+OURS = ("tracerl", "tracerl-no-content")
 AGENTS = {"langgraph": langgraph_agent, "langchain": langchain_agent, "litellm": litellm_agent,
           "openai-agents": openai_agents_agent}
 OPENINFERENCE = {
@@ -236,8 +240,8 @@ class Mode:
 
         if self.name == "hook":
             self._undo = _noop_hook(self.framework)
-        elif self.name == "tracerl":
-            tracerl.instrument(self.framework, store=self.db)
+        elif self.name in OURS:
+            tracerl.instrument(self.framework, store=self.db, capture_content=self.name == "tracerl")
         elif self.name == "openinference":
             import importlib
 
@@ -251,7 +255,7 @@ class Mode:
 
         if self._undo is not None:
             self._undo()
-        elif self.name == "tracerl":
+        elif self.name in OURS:
             tracerl.uninstrument(self.framework)
         elif self._oi is not None:
             self._oi.uninstrument()
@@ -264,7 +268,7 @@ def main() -> int:
                         help="scripted: instant answers (worst case); gateway: the tiny model behind the gateway")
     parser.add_argument("--runs", type=int, default=500, help="episodes per mode")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per mode")
-    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES),
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=[m for m in MODES if m != "tracerl-no-content"],
                         help="modes to run (none is always run: the baseline)")
     parser.add_argument("--account", action="store_true",
                         help="also count ours in situ: thread CPU inside our callbacks and export threads")
@@ -341,8 +345,9 @@ def main() -> int:
         w, c = statistics.median(wall[name]), statistics.median(cpu[name])
         print(f"{name:14} {w:12.3f} {100 * (w - base_wall) / base_wall:8.1f}% {c / per_call[name] * 1e6:12.0f} "
               f"{(c / per_call[name] - base_cpu / per_call['none']) * 1e6:13.0f} {gc_s[name] / calls[name] * 1e6:11.0f}")
-    if "hook" in modes and "tracerl" in modes:
-        _print_paired(cpu, calls, args.rounds)
+    for mode in OURS:
+        if "hook" in modes and mode in modes:
+            _print_paired(cpu, calls, args.rounds, mode)
     if account is not None:
         account.report(calls, gc_s)
     return 0
@@ -450,12 +455,13 @@ class _Account:
         """Per mode, each part per LLM call. The collector's time beyond the hook mode's is
         ours too: spans and whatever they hold alive until exported make collections come
         sooner, and that cost falls on whichever code allocates next, mostly the framework's."""
-        if calls.get("hook") and calls.get("tracerl"):
-            extra = gc_s["tracerl"] / calls["tracerl"] - gc_s["hook"] / calls["hook"]
-            self.add("tracerl", "garbage collection (> hook)", extra * calls["tracerl"])
+        for mode in OURS:
+            if calls.get("hook") and calls.get(mode):
+                extra = gc_s[mode] / calls[mode] - gc_s["hook"] / calls["hook"]
+                self.add(mode, "garbage collection (> hook)", extra * calls[mode])
         print("\nours in situ, counted (thread CPU inside our code and on the export threads, and the"
               " garbage collector's time beyond the hook mode's), us per LLM call:")
-        for mode in ("hook", "tracerl"):
+        for mode in ("hook", *OURS):
             parts = {label: v for (m, label), v in self.cpu.items() if m == mode and calls.get(mode)}
             if not parts:
                 continue
@@ -481,13 +487,13 @@ class _GcTimer:
             self.total += time.perf_counter() - self._t0
 
 
-def _print_paired(cpu: dict[str, list[float]], calls: dict[str, int], rounds: int) -> None:
-    """Ours in situ, round by round: tracerl - hook CPU per LLM call within each round (the two
+def _print_paired(cpu: dict[str, list[float]], calls: dict[str, int], rounds: int, mode: str) -> None:
+    """Ours in situ, round by round: ``mode`` - hook CPU per LLM call within each round (the two
     ran back to back under the same machine load), so slow drifts in load cancel."""
-    diffs = sorted((t / (calls["tracerl"] / rounds) - h / (calls["hook"] / rounds)) * 1e6
-                   for t, h in zip(cpu["tracerl"], cpu["hook"], strict=True))
+    diffs = sorted((t / (calls[mode] / rounds) - h / (calls["hook"] / rounds)) * 1e6
+                   for t, h in zip(cpu[mode], cpu["hook"], strict=True))
     q = statistics.quantiles(diffs, n=4) if len(diffs) >= 4 else [diffs[0], statistics.median(diffs), diffs[-1]]
-    print(f"ours in situ (tracerl - hook, paired by round): median {statistics.median(diffs):.0f} us/call, "
+    print(f"ours in situ ({mode} - hook, paired by round): median {statistics.median(diffs):.0f} us/call, "
           f"quartiles {q[0]:.0f} .. {q[2]:.0f}, mean {statistics.fmean(diffs):.0f} over {len(diffs)} rounds")
 
 

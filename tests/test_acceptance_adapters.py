@@ -194,6 +194,48 @@ def test_sixteen_episodes_per_framework_through_the_gateway(world, framework):
     assert w["network_log"] == [], w["network_log"]
 
 
+CONTENT_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions",
+                "gen_ai.tool.definitions", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result")
+
+
+def _text(messages: list[Any]) -> list[tuple]:
+    return [(m.role, m.content, [(t.name, t.arguments) for t in m.tool_calls]) for m in messages]
+
+
+@pytest.mark.parametrize("framework", list(FRAMEWORKS))
+def test_without_content_capture_the_episodes_through_the_gateway_are_the_same(world, framework):
+    """``capture_content=False`` (an app whose traces go to a shared backend): the framework's
+    spans carry no prompt or reply, and the episodes, joined to the gateway's spans, which hold
+    the messages and token ids, are the ones content capture gives."""
+    w = world
+    module = w["modules"][framework]
+    tasks = ARITHMETIC.tasks("test", 4, seed=3)
+    settings = tracerl.RolloutSettings(gateway_url=w["gateway"].url, store=w["db"], temperature=0.0, max_tokens=48)
+    runs = {}
+    for content in (True, False):
+        tracerl.instrument(framework, tracer_provider=w["tracing"].provider, store=w["db"], capture_content=content)
+        try:
+            runs[content] = _run_all(module.solve, tasks, settings, w["tracing"])
+        finally:
+            tracerl.uninstrument(framework)
+    w["tracing"].flush()
+    for with_content, without in zip(runs[True], runs[False], strict=True):
+        assert without.termination_reason is tracerl.TerminationReason.SUCCESS, (framework, without.error)
+        assert [t.name for t in without.trajectories] == [t.name for t in with_content.trajectories] == ["solver"]
+        assert without.reward == with_content.reward and without.is_correct is with_content.is_correct
+        pairs = list(zip(with_content.steps, without.steps, strict=True))
+        assert all("framework_span_id" in b.metadata for _, b in pairs), framework
+        assert [(a.prompt_ids, a.response_ids) for a, _ in pairs] == [(b.prompt_ids, b.response_ids) for _, b in pairs]
+        # the same messages (tool-call ids are the gateway's, new on every call)
+        assert [_text(a.input_messages + [a.output_message]) for a, _ in pairs] == \
+            [_text(b.input_messages + [b.output_message]) for _, b in pairs]
+        mine = [s for s in w["store"].spans(session_id=without.id) if s.attributes.get(sc.SOURCE) != "gateway"]
+        assert mine and not [(s.name, k) for s in mine for k in CONTENT_KEYS if k in s.attributes], framework
+        theirs = [s for s in w["store"].spans(session_id=with_content.id) if sc.is_llm_span(s.attributes)
+                  and s.attributes.get(sc.SOURCE) != "gateway"]
+        assert theirs and all("gen_ai.output.messages" in s.attributes for s in theirs), framework
+
+
 def test_agent_without_adapter_only_the_session_url(world, tiny_engine):
     """Plain openai, no tracerl.instrument: the gateway's spans alone make the episodes."""
     from openai import OpenAI

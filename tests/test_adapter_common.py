@@ -208,3 +208,28 @@ def test_a_failing_attribute_builder_costs_its_attributes_not_the_span(tmp_path,
         provider.shutdown()
     assert record.attributes == {"gen_ai.operation.name": "chat", "gen_ai.usage.output_tokens": 3}
     assert "could not record the attributes of span 'chat m'" in caplog.text and calls == []
+
+
+@pytest.mark.parametrize(("env", "option", "expected"), [
+    (None, None, True),  # tracerl's default: the messages are the training data without a gateway
+    ("NO_CONTENT", None, False), ("false", None, False), ("event_only", None, False),  # we write no events
+    ("SPAN_ONLY", None, True), ("True", None, True), ("span_and_event", None, True),
+    ("NO_CONTENT", True, True), (None, False, False),  # the argument wins
+])
+def test_content_capture_follows_the_argument_then_opentelemetry_s_switch(monkeypatch, env, option, expected):
+    if env is None:
+        monkeypatch.delenv(_common.CAPTURE_CONTENT_ENV, raising=False)
+    else:
+        monkeypatch.setenv(_common.CAPTURE_CONTENT_ENV, env)
+    assert _common.capture_content(option) is expected
+
+
+def test_an_unknown_content_capture_setting_is_a_clear_error(monkeypatch):
+    import tracerl
+
+    monkeypatch.setenv(_common.CAPTURE_CONTENT_ENV, "sometimes")
+    with pytest.raises(tracerl.ConfigError, match="OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT='sometimes'"):
+        tracerl.instrument("litellm")
+    from tracerl.adapters import litellm as adapter
+
+    assert not adapter.is_instrumented()

@@ -14,6 +14,7 @@ import functools
 import importlib
 import inspect
 import logging
+import os
 import threading
 from typing import Any
 
@@ -25,6 +26,7 @@ from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from tracerl.core import _json
+from tracerl.core.errors import ConfigError
 from tracerl.core.messages import genai_doc
 from tracerl.core.otel import TRACER_NAME, Tracing, setup_tracing
 
@@ -39,6 +41,38 @@ def tracing_for(store: Any = None, otlp_endpoint: str | None = None, tracer_prov
                 use_store: bool = True) -> Tracing:
     """The tracing an adapter writes to: our processors on the user's (or a new) provider."""
     return setup_tracing(store, otlp_endpoint=otlp_endpoint, tracer_provider=tracer_provider, use_store=use_store)
+
+
+CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+_CONTENT_VALUES = {"true": True, "span_only": True, "span_and_event": True,
+                   "false": False, "no_content": False, "event_only": False}  # tracerl writes no events
+
+
+def capture_content(option: bool | None = None) -> bool:
+    """Whether adapters record message content (messages, tool definitions, tool arguments and
+    results): ``option`` when given, else OpenTelemetry's own switch for GenAI
+    instrumentations, ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``, else yes.
+
+    tracerl records content by default, unlike OpenTelemetry's instrumentations: without a
+    gateway the spans' messages are the training data. With it off, spans keep their
+    structure (names, model, usage, ids) and episodes through the gateway are the same, since
+    the gateway's span holds the messages and the token ids."""
+    raw = os.environ.get(CAPTURE_CONTENT_ENV, "").strip()
+    if option is not None:
+        capture = bool(option)
+    elif not raw:
+        capture = True
+    elif raw.lower() in _CONTENT_VALUES:
+        capture = _CONTENT_VALUES[raw.lower()]
+    else:
+        raise ConfigError(f"{CAPTURE_CONTENT_ENV}={raw!r} is not a setting tracerl knows; use one of "
+                          f"{sorted(_CONTENT_VALUES)} (case-insensitive), or pass capture_content= to "
+                          "tracerl.instrument")
+    if not capture:
+        log.info("tracerl: message content is not recorded on the framework's spans (%s): they train "
+                 "only joined to the gateway's spans", "capture_content=False" if option is not None
+                 else f"{CAPTURE_CONTENT_ENV}={raw}")
+    return capture
 
 
 def tracer(tracing: Tracing, name: str) -> trace.Tracer:

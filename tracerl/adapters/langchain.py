@@ -127,9 +127,10 @@ class TracerlCallbackHandler(BaseCallbackHandler):
     run_inline = True  # run in the caller's task/thread, so our span is current for the HTTP call
     raise_error = False
 
-    def __init__(self, tracer: trace.Tracer, *, workflow_spans: bool = False):
+    def __init__(self, tracer: trace.Tracer, *, workflow_spans: bool = False, capture_content: bool = True):
         self._tracer = tracer
         self._workflow_spans = workflow_spans
+        self._content = capture_content
         # run id -> what we made of it; every access is one dict operation, atomic, so no
         # lock (LangChain calls us from many threads and tasks, on every run)
         self._runs: dict[UUID, _Run] = {}
@@ -188,7 +189,7 @@ class TracerlCallbackHandler(BaseCallbackHandler):
         if run.span is None:
             return
         if result is not None:
-            _common.set_attributes(run.span, _result_attributes, result, self._messages)
+            _common.set_attributes(run.span, _result_attributes, result, self._messages if self._content else None)
         if error is not None:
             run.span.record_exception(error)
             run.span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:200]))
@@ -231,13 +232,14 @@ class TracerlCallbackHandler(BaseCallbackHandler):
             "gen_ai.operation.name": "chat",
             "gen_ai.provider.name": str(metadata.get("ls_provider") or "unknown"),
             "gen_ai.request.model": str(model),
-            "gen_ai.input.messages": self._messages.json(messages[0] if messages else ()),
         }
+        if self._content:
+            attrs["gen_ai.input.messages"] = self._messages.json(messages[0] if messages else ())
+            if params.get("tools"):
+                attrs["gen_ai.tool.definitions"] = _json.dumps(params["tools"])
         for key in ("temperature", "top_p", "max_tokens"):
             if isinstance(params.get(key), (int, float)):
                 attrs[f"gen_ai.request.{key}"] = params[key]
-        if params.get("tools"):
-            attrs["gen_ai.tool.definitions"] = _json.dumps(params["tools"])
         if metadata.get("langgraph_node"):
             attrs[sc.NODE_NAME] = str(metadata["langgraph_node"])
             if isinstance(metadata.get("langgraph_step"), int):
@@ -276,8 +278,8 @@ class TracerlCallbackHandler(BaseCallbackHandler):
         self._end(run_id, error=error)
 
 
-def _result_attributes(response: Any, cache: _MessageJson) -> dict[str, Any]:
-    """GenAI response attributes from an LLMResult."""
+def _result_attributes(response: Any, cache: _MessageJson | None) -> dict[str, Any]:
+    """GenAI response attributes from an LLMResult; the reply's content only with a ``cache``."""
     attrs: dict[str, Any] = {}
     gens = response.generations[0] if getattr(response, "generations", None) else []
     llm_output = getattr(response, "llm_output", None) or {}
@@ -288,9 +290,9 @@ def _result_attributes(response: Any, cache: _MessageJson) -> dict[str, Any]:
     info = getattr(gen, "generation_info", None) or {}
     meta = getattr(message, "response_metadata", None) or {}
     finish = info.get("finish_reason") or meta.get("finish_reason")
-    # the reply is usually the next call's input: its cached JSON serves both
-    attrs["gen_ai.output.messages"] = (cache.json((message,)) if message is not None else
-                                       sc.genai_message_json([Message(role="assistant", content=gen.text)]))
+    if cache is not None:  # the reply is usually the next call's input: its cached JSON serves both
+        attrs["gen_ai.output.messages"] = (cache.json((message,)) if message is not None else
+                                           sc.genai_message_json([Message(role="assistant", content=gen.text)]))
     if finish:
         attrs["gen_ai.response.finish_reasons"] = [str(finish)]
     response_id = llm_output.get("id") or meta.get("id")
@@ -312,16 +314,19 @@ _state: dict[str, Any] = {}
 
 
 def instrument(*, store: Any = None, otlp_endpoint: str | None = None, tracer_provider: Any = None,
-               propagate: bool = True, workflow_spans: bool = False) -> None:
+               propagate: bool = True, workflow_spans: bool = False, capture_content: bool | None = None) -> None:
     """Report every LangChain/LangGraph LLM call and tool run in this process as spans, and
-    with ``workflow_spans=True`` the graph and node runs too. Idempotent."""
+    with ``workflow_spans=True`` the graph and node runs too. ``capture_content``: see
+    :func:`tracerl.adapters._common.capture_content`. Idempotent."""
     from langchain_core.tracers.context import _configure_hooks, register_configure_hook
 
     if _state:
         log.info("tracerl: LangChain is already instrumented")
         return
+    content = _common.capture_content(capture_content)
     tracing = _common.tracing_for(store, otlp_endpoint, tracer_provider)
-    handler = TracerlCallbackHandler(_common.tracer(tracing, "langchain"), workflow_spans=workflow_spans)
+    handler = TracerlCallbackHandler(_common.tracer(tracing, "langchain"), workflow_spans=workflow_spans,
+                                     capture_content=content)
     # The variable's default is the handler, so every context (threads, tasks) sees it.
     var: ContextVar[Any] = ContextVar("tracerl_langchain_handler", default=handler)
     register_configure_hook(var, True)

@@ -48,9 +48,10 @@ def _ns(value: Any) -> int | None:
 class TracerlLiteLLMLogger(CustomLogger):
     """One ``chat {model}`` span per LiteLLM completion call."""
 
-    def __init__(self, tracer: trace.Tracer):
+    def __init__(self, tracer: trace.Tracer, *, capture_content: bool = True):
         super().__init__()
         self._tracer = tracer
+        self._content = capture_content
         self._contexts: dict[str, Any] = {}  # calls started and not yet reported
         self._done = threading.Condition()
 
@@ -82,8 +83,8 @@ class TracerlLiteLLMLogger(CustomLogger):
                 attrs[sc.AGENT_NAME] = str(metadata["tracerl_agent"])
             span = self._tracer.start_span(f"chat {model}", context=ctx, kind=SpanKind.CLIENT,
                                            attributes=attrs, start_time=_ns(start))
-            _common.set_attributes(span, _call_attributes, kwargs.get("messages") or (),
-                                         optional.get("tools"), response if error is None else None)
+            _common.set_attributes(span, _call_attributes, kwargs.get("messages") or (), optional.get("tools"),
+                                   response if error is None else None, self._content)
             if error is not None:
                 span.set_status(Status(StatusCode.ERROR, str(error)[:200]))
             span.end(end_time=_ns(end))
@@ -105,24 +106,27 @@ class TracerlLiteLLMLogger(CustomLogger):
         self._record(kwargs, None, start_time, end_time, error=kwargs.get("exception") or "LiteLLM call failed")
 
 
-def _call_attributes(messages: Any, tools: Any, response: Any) -> dict[str, Any]:
-    attrs = {"gen_ai.input.messages": _common.openai_messages_json(messages)}
-    if tools:
-        attrs["gen_ai.tool.definitions"] = _json.dumps(tools)
+def _call_attributes(messages: Any, tools: Any, response: Any, content: bool) -> dict[str, Any]:
+    attrs = {}
+    if content:
+        attrs["gen_ai.input.messages"] = _common.openai_messages_json(messages)
+        if tools:
+            attrs["gen_ai.tool.definitions"] = _json.dumps(tools)
     if response is not None:
-        attrs.update(_response_attributes(response))
+        attrs.update(_response_attributes(response, content))
     return attrs
 
 
-def _response_attributes(response: Any) -> dict[str, Any]:
+def _response_attributes(response: Any, content: bool) -> dict[str, Any]:
     attrs: dict[str, Any] = {}
     choices = getattr(response, "choices", None) or []
     if choices:
         choice = choices[0]
-        attrs["gen_ai.output.messages"] = _common.openai_messages_json([getattr(choice, "message", None) or {}])
+        if content:
+            attrs["gen_ai.output.messages"] = _common.openai_messages_json([getattr(choice, "message", None) or {}])
         if getattr(choice, "finish_reason", None):
             attrs["gen_ai.response.finish_reasons"] = [str(choice.finish_reason)]
-    elif isinstance(getattr(response, "output", None), list):  # litellm.responses(): Responses API items
+    elif content and isinstance(getattr(response, "output", None), list):  # litellm.responses(): Responses API items
         attrs["gen_ai.output.messages"] = _common.openai_messages_json(responses_to_chat(response.output))
     if getattr(response, "id", None):
         attrs["gen_ai.response.id"] = _provider_response_id(str(response.id))
@@ -156,15 +160,17 @@ _state: dict[str, Any] = {}
 
 
 def instrument(*, store: Any = None, otlp_endpoint: str | None = None, tracer_provider: Any = None,
-               propagate: bool = True) -> None:
-    """Record every LiteLLM completion in this process. Idempotent."""
+               propagate: bool = True, capture_content: bool | None = None) -> None:
+    """Record every LiteLLM completion in this process. ``capture_content``: see
+    :func:`tracerl.adapters._common.capture_content`. Idempotent."""
     import litellm
 
     if _state:
         log.info("tracerl: LiteLLM is already instrumented")
         return
+    content = _common.capture_content(capture_content)
     tracing = _common.tracing_for(store, otlp_endpoint, tracer_provider)
-    handler = TracerlLiteLLMLogger(_common.tracer(tracing, "litellm"))
+    handler = TracerlLiteLLMLogger(_common.tracer(tracing, "litellm"), capture_content=content)
     litellm.logging_callback_manager.add_litellm_callback(handler)
     register_flush_hook(handler.flush)
     _state.update(handler=handler, propagate=propagate)

@@ -56,9 +56,10 @@ _MISSING = object()
 class TracerlTracingProcessor(TracingProcessor):
     """Receives the SDK's traces and spans; never raises into the SDK."""
 
-    def __init__(self, tracer: trace.Tracer, *, workflow_spans: bool = False):
+    def __init__(self, tracer: trace.Tracer, *, workflow_spans: bool = False, capture_content: bool = True):
         self._tracer = tracer
         self._workflow_spans = workflow_spans
+        self._content = capture_content
         # SDK span (or trace) id -> what we made of it: a mirror, or for a span we do not
         # mirror (task, turn) the id of its parent, to find its children's nearest mirror.
         # Every access is one dict operation, atomic, so no lock (this runs for every span).
@@ -127,7 +128,7 @@ class TracerlTracingProcessor(TracingProcessor):
             if found.token is not None:
                 otel_context.detach(found.token)  # type: ignore[arg-type]
             data = span.span_data
-            _common.set_attributes(otel_span, _end_attributes, data)
+            _common.set_attributes(otel_span, _end_attributes, data, self._content)
             if data.type == "handoff":  # the SDK learns where a handoff went only as it ends
                 otel_span.update_name(f"handoff {data.from_agent} -> {data.to_agent}")
             elif data.type == "response" and data.response is not None:  # the model, known now
@@ -145,25 +146,28 @@ class TracerlTracingProcessor(TracingProcessor):
         pass
 
 
-def _end_attributes(data: Any) -> dict[str, Any]:
+def _end_attributes(data: Any, content: bool) -> dict[str, Any]:
+    attrs: dict[str, Any] = {}
     if data.type == "generation":
-        attrs: dict[str, Any] = {
-            "gen_ai.input.messages": _common.openai_messages_json(data.input, dicts_only=True),
-            "gen_ai.output.messages": _common.openai_messages_json(data.output, dicts_only=True),
-        }
+        if content:
+            attrs["gen_ai.input.messages"] = _common.openai_messages_json(data.input, dicts_only=True)
+            attrs["gen_ai.output.messages"] = _common.openai_messages_json(data.output, dicts_only=True)
         usage = data.usage or {}
     elif data.type == "response" and data.response is not None:
         resp = data.response  # the Responses API (the SDK's default model): items, not messages
         attrs = {"gen_ai.response.id": str(resp.id), "gen_ai.response.model": str(resp.model),
-                 "gen_ai.request.model": str(resp.model),
-                 "gen_ai.input.messages": _common.openai_messages_json(
-                     responses_to_chat(data.input, getattr(resp, "instructions", None))),
-                 "gen_ai.output.messages": _common.openai_messages_json(responses_to_chat(resp.output))}
-        if resp.tools:  # the Response repeats the tools offered (flat GenAI shape already)
-            attrs["gen_ai.tool.definitions"] = _json.dumps([t.model_dump(exclude_none=True) for t in resp.tools])
+                 "gen_ai.request.model": str(resp.model)}
+        if content:
+            attrs["gen_ai.input.messages"] = _common.openai_messages_json(
+                responses_to_chat(data.input, getattr(resp, "instructions", None)))
+            attrs["gen_ai.output.messages"] = _common.openai_messages_json(responses_to_chat(resp.output))
+            if resp.tools:  # the Response repeats the tools offered (flat GenAI shape already)
+                attrs["gen_ai.tool.definitions"] = _json.dumps([t.model_dump(exclude_none=True) for t in resp.tools])
         usage = {"input_tokens": getattr(resp.usage, "input_tokens", None),
                  "output_tokens": getattr(resp.usage, "output_tokens", None)} if resp.usage else {}
     elif data.type == "function":
+        if not content:
+            return {}
         return {"gen_ai.tool.call.arguments": str(data.input or ""), "gen_ai.tool.call.result": str(data.output or "")}
     else:
         return {}
@@ -184,17 +188,20 @@ def _uploads(processor: Any) -> bool:
 
 
 def instrument(*, store: Any = None, otlp_endpoint: str | None = None, tracer_provider: Any = None,
-               propagate: bool = True, workflow_spans: bool = False) -> None:
+               propagate: bool = True, workflow_spans: bool = False, capture_content: bool | None = None) -> None:
     """Trace every Agents SDK run in this process into tracerl; nothing is uploaded. Idempotent.
-    ``workflow_spans=True`` adds a span per SDK trace (``Runner.run``) above the agent spans."""
+    ``workflow_spans=True`` adds a span per SDK trace (``Runner.run``) above the agent spans;
+    ``capture_content``: see :func:`tracerl.adapters._common.capture_content`."""
     if _state:
         log.info("tracerl: the OpenAI Agents SDK is already instrumented")
         return
+    content = _common.capture_content(capture_content)
     tracing = _common.tracing_for(store, otlp_endpoint, tracer_provider)
     provider = get_trace_provider()
     multi = provider._multi_processor  # the SDK keeps its processors here; restored on uninstrument
     before = tuple(multi._processors)
-    ours = TracerlTracingProcessor(_common.tracer(tracing, "openai_agents"), workflow_spans=workflow_spans)
+    ours = TracerlTracingProcessor(_common.tracer(tracing, "openai_agents"), workflow_spans=workflow_spans,
+                                   capture_content=content)
     provider.set_processors([p for p in before if not _uploads(p)] + [ours])
     _state.update(before=before, manual_disabled=getattr(provider, "_manual_disabled", None), propagate=propagate)
     provider.set_disabled(False)
