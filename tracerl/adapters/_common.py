@@ -85,7 +85,7 @@ def set_attributes(span: trace.Span, build: Any, *args: Any) -> None:
 
     Built now, not when the span is replayed: the JSON strings are all that outlive the call,
     while deferring the build would keep the framework's result objects alive until then and
-    the garbage collector pays more for that than the build costs (measured: 8-18 us per LLM
+    the garbage collector pays about as much for that as the build costs (measured: 8-12 us per LLM
     call of extra collection, bench/instrument_overhead.py --account)."""
     if not span.is_recording():
         return
