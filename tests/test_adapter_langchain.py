@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import TypedDict
 
 import pytest
@@ -86,7 +87,10 @@ async def test_async_graph_and_tool_calls(tracing, instrumented):
     assert len(traj.sequences) == 1 and traj.prefix_breaks == 0
     assert ep.metrics["convert/joined_by_parent"] == 2
     spans = next(iter(tracing.stores.values())).spans(session_id=ep.id)
-    assert any(s.name == "execute_tool calculator" for s in spans)
+    (tool_span,) = [s for s in spans if s.name == "execute_tool calculator"]
+    # what the tool was called with and returned (OTel GenAI's opt-in tool attributes)
+    assert json.loads(tool_span.attributes["gen_ai.tool.call.arguments"]) == {"expression": "40+2"}
+    assert tool_span.attributes["gen_ai.tool.call.result"] == "42"
 
 
 def test_uninstrument_restores_langchain_exactly(tracing):

@@ -269,9 +269,17 @@ class TracerlCallbackHandler(BaseCallbackHandler):
         attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}
         if kwargs.get("tool_call_id"):
             attrs["gen_ai.tool.call.id"] = str(kwargs["tool_call_id"])
+        if self._content:  # the arguments as JSON, as the model wrote them (input_str is their repr)
+            inputs = kwargs.get("inputs")
+            attrs["gen_ai.tool.call.arguments"] = _json.dumps(inputs) if isinstance(inputs, dict) else str(input_str)
         self._start(run_id, parent_run_id, f"execute_tool {name}", SpanKind.INTERNAL, attrs)
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        run = self._runs.get(run_id)
+        if self._content and run is not None and run.span is not None:
+            # a ToolNode's output is a ToolMessage; a plain tool run's, whatever the tool returned
+            result = getattr(output, "content", output)
+            run.span.set_attribute("gen_ai.tool.call.result", result if isinstance(result, str) else str(result))
         self._end(run_id)
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
