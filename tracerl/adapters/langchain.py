@@ -277,13 +277,17 @@ class TracerlCallbackHandler(BaseCallbackHandler):
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
         run = self._runs.get(run_id)
         if self._content and run is not None and run.span is not None:
-            # a ToolNode's output is a ToolMessage; a plain tool run's, whatever the tool returned
-            result = getattr(output, "content", output)
-            run.span.set_attribute("gen_ai.tool.call.result", result if isinstance(result, str) else str(result))
+            _common.set_attributes(run.span, _tool_result, output)
         self._end(run_id)
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._end(run_id, error=error)
+
+
+def _tool_result(output: Any) -> dict[str, Any]:
+    # a ToolNode's output is a ToolMessage; a plain tool run's, whatever the tool returned
+    result = getattr(output, "content", output)
+    return {"gen_ai.tool.call.result": result if isinstance(result, str) else str(result)}
 
 
 def _result_attributes(response: Any, cache: _MessageJson | None) -> dict[str, Any]:
