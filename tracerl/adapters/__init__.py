@@ -39,9 +39,11 @@ def instrument(framework: str = "all", **options: Any) -> None:
     """Instrument ``framework`` ("all": every adapter whose framework is installed).
 
     Options every adapter takes: ``store``, ``otlp_endpoint``, ``tracer_provider``,
-    ``propagate``, ``capture_content`` (``False``: no message content on the spans; the default
-    comes from ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``, else on). An adapter-specific one (``workflow_spans=True``: LangChain/LangGraph graph and
-    node spans, the Agents SDK's workflow span) goes to the adapters that take it; one that no selected adapter takes is an error."""
+    ``propagate``, ``capture_content`` (``False``: no message content on the spans; the
+    default comes from ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``, else on). An
+    adapter-specific one (``workflow_spans=True``: LangChain/LangGraph graph and node spans,
+    the Agents SDK's workflow span) goes to the adapters that take it; one that no selected
+    adapter takes is an error."""
     modules = _modules_installed(framework)
     accepted = [set(inspect.signature(m.instrument).parameters) for m in modules]
     unknown = sorted(set(options) - set().union(*accepted)) if modules else []
