@@ -180,7 +180,8 @@ class TracerlCallbackHandler(BaseCallbackHandler):
             token = otel_context.attach(trace.set_span_in_context(span))
         self._runs[run_id] = _Run(span, parent_run_id, token)
 
-    def _end(self, run_id: UUID, result: Any = None, error: BaseException | None = None) -> None:
+    def _end(self, run_id: UUID, build: Any = None, *args: Any, error: BaseException | None = None) -> None:
+        """End the run's span, with the attributes ``build(*args)`` gives if ``build``."""
         run = self._runs.pop(run_id, None)
         if run is None:
             return
@@ -188,8 +189,8 @@ class TracerlCallbackHandler(BaseCallbackHandler):
             otel_context.detach(run.token)  # type: ignore[arg-type]
         if run.span is None:
             return
-        if result is not None:
-            _common.set_attributes(run.span, _result_attributes, result, self._messages if self._content else None)
+        if build is not None:
+            _common.set_attributes(run.span, build, *args)
         if error is not None:
             run.span.record_exception(error)
             run.span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:200]))
@@ -256,7 +257,7 @@ class TracerlCallbackHandler(BaseCallbackHandler):
                                  parent_run_id=parent_run_id, **kwargs)
 
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        self._end(run_id, response)
+        self._end(run_id, _result_attributes, response, self._messages if self._content else None)
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._end(run_id, error=error)
@@ -275,10 +276,7 @@ class TracerlCallbackHandler(BaseCallbackHandler):
         self._start(run_id, parent_run_id, f"execute_tool {name}", SpanKind.INTERNAL, attrs)
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        run = self._runs.get(run_id)
-        if self._content and run is not None and run.span is not None:
-            _common.set_attributes(run.span, _tool_result, output)
-        self._end(run_id)
+        self._end(run_id, _tool_result if self._content else None, output)
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._end(run_id, error=error)
