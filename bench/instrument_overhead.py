@@ -316,13 +316,15 @@ def main() -> int:
                         answer, n = agent(QUESTION.format(a=i, b=r))
                         calls[name] += n
                         answers[name].append(answer)
-                    if account is not None:
+                    # this round's spans are exported (and their CPU counted) in this round
+                    if account is None:
+                        _flush()
+                    else:
                         from tracerl.core import deferred
 
                         account.measure(name, "span replay (final flush)", deferred.drain)
                         # force_flush exports on this thread what is left
                         account.measure(name, "span export (final flush)", _flush)
-                    _flush()  # this round's spans are exported (and their CPU counted) in this round
                     wall[name].append(time.perf_counter() - t0)
                     cpu[name].append(time.process_time() - c0)
                     gc_s[name] += gc_timer.total - g0
@@ -400,28 +402,25 @@ class _Account:
         import inspect
 
         original = getattr(owner, attr)
-        cpu = self.cpu
         if inspect.iscoroutinefunction(original):  # LiteLLM's async hooks (ours never await inside)
             @functools.wraps(original)
             async def timed_async(*args: Any, **kwargs: Any) -> Any:
-                t0, g0 = time.thread_time(), self._gc.total
+                start = self._clock()
                 try:
                     return await original(*args, **kwargs)
                 finally:
-                    key = (self._mode, label)
-                    cpu[key] = cpu.get(key, 0.0) + time.thread_time() - t0 - (self._gc.total - g0)
+                    self.add(self._mode, label, self._since(start))
 
             setattr(owner, attr, timed_async)
             return
 
         @functools.wraps(original)
         def timed(*args: Any, **kwargs: Any) -> Any:
-            t0, g0 = time.thread_time(), self._gc.total
+            start = self._clock()
             try:
                 return original(*args, **kwargs)
             finally:
-                key = (self._mode, label)
-                cpu[key] = cpu.get(key, 0.0) + time.thread_time() - t0 - (self._gc.total - g0)
+                self.add(self._mode, label, self._since(start))
 
         setattr(owner, attr, timed)
 
@@ -436,10 +435,18 @@ class _Account:
                     total += time.clock_gettime(time.pthread_getcpuclockid(t.ident))
         return total
 
+    def _clock(self) -> tuple[float, float]:
+        return time.thread_time(), self._gc.total
+
+    def _since(self, start: tuple[float, float]) -> float:
+        """This thread's CPU since ``start``, less the collections that ran meanwhile (they
+        are counted once, in the collector's line)."""
+        return time.thread_time() - start[0] - (self._gc.total - start[1])
+
     def measure(self, mode: str, label: str, fn: Callable[[], Any]) -> None:
-        t0, g0 = time.thread_time(), self._gc.total
+        start = self._clock()
         fn()
-        self.add(mode, label, time.thread_time() - t0 - (self._gc.total - g0))
+        self.add(mode, label, self._since(start))
 
     def add(self, mode: str, label: str, seconds: float) -> None:
         self.cpu[(mode, label)] = self.cpu.get((mode, label), 0.0) + seconds
