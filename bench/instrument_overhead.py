@@ -276,6 +276,8 @@ def main() -> int:
                         help="only time the store's span export by spans per SQLite commit")
     parser.add_argument("--callbacks", action="store_true",
                         help="only time the adapters' callbacks (no framework, no HTTP); see callbacks_only()")
+    parser.add_argument("--prefill", type=int, default=0, metavar="N",
+                        help="first store N spans from earlier runs, as a store in use holds (default: an empty one)")
     args = parser.parse_args()
     if args.callbacks or args.export:  # the parts alone: see adapter_parts.py
         import adapter_parts
@@ -288,6 +290,9 @@ def main() -> int:
     base_url = server.stdout.readline().strip() + "/v1"  # type: ignore[union-attr]
     db = os.path.join(tempfile.mkdtemp(), "overhead.db")
     import tracerl  # noqa: F401 - imported before timing, like an app would
+
+    if args.prefill:
+        _prefill(db, args.prefill)
 
     agent = AGENTS[args.framework](base_url, "scripted" if args.server == "scripted" else "tracerl-tiny")
     agent(QUESTION.format(a=1, b=1))  # warm up imports and connections
@@ -353,6 +358,25 @@ def main() -> int:
     if account is not None:
         account.report(calls, gc_s)
     return 0
+
+
+def _prefill(db: str, n: int) -> None:
+    """``n`` chat spans of 700 characters of messages, one per trace, written to ``db`` the way
+    this version of tracerl writes spans (its ids included) on a provider of their own: a store
+    in use holds the spans of earlier runs (the default one, ~/.tracerl/traces.db, is kept)."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    import tracerl
+
+    tracing = tracerl.setup_tracing(db, tracer_provider=TracerProvider())
+    tracer = tracing.tracer("tracerl.bench.prefill")
+    attrs = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m", "gen_ai.input.messages": "x" * 600,
+             "gen_ai.output.messages": "y" * 100}
+    for i in range(n):
+        tracer.start_span("chat m", attributes=attrs).end()
+        if i % 5000 == 4999:
+            tracing.flush()
+    tracing.flush()
 
 
 def _flush() -> None:

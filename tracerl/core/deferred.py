@@ -50,6 +50,7 @@ from opentelemetry.trace import (
 )
 
 from . import semconv as sc
+from .ids import ids_for
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,8 @@ class DeferredTracer(trace.Tracer):
         self.sdk_tracer = tracing.provider.get_tracer(name)
         self._provider = tracing.provider
         self._worker = worker or default_worker()
-        self._ids = tracing.provider.id_generator
+        # time-ordered trace ids unless the provider was given a generator (see ids.py)
+        self._ids = ids_for(tracing.provider.id_generator)
         self._enabled = getattr(self.sdk_tracer, "_is_enabled", None)  # the tracer configurator's switch
         self._default_sampler = _is_default_sampler(tracing.provider.sampler)
 

@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from . import semconv as sc
 from .convert import episode_from_spans
 from .errors import ConfigError
+from .ids import new_episode_id
 from .otel import Tracing, get_tracer, setup_tracing
 from .store import SpanStore, default_store_path
 from .types import Episode, Task, TerminationReason
@@ -111,7 +112,7 @@ class Session:
         tracing: Tracing | None = None,
     ):
         self.settings = settings or RolloutSettings()
-        self.episode_id = episode_id or uuid.uuid4().hex
+        self.episode_id = episode_id or new_episode_id()  # time-ordered: cheaper to index
         if "/" in self.episode_id or not self.episode_id.strip():
             raise ConfigError(f"episode id {self.episode_id!r} must be non-empty and contain no '/'")
         self.task = task if isinstance(task, Task) or task is None else Task.model_validate(task)

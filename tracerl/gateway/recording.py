@@ -8,14 +8,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracerl.core import semconv as sc
+from tracerl.core.ids import time_ordered_trace_id
 from tracerl.core.spans import SpanRecord
 from tracerl.core.types import Message, ToolCall
 from tracerl.engines.base import Generation
 
 
 def new_ids() -> tuple[str, str]:
-    """A random (trace id, span id) pair in W3C hex."""
-    return secrets.token_hex(16), secrets.token_hex(8)
+    """A (trace id, span id) pair in W3C hex: the trace id time-ordered, so the store indexes
+    it cheaply (tracerl.core.ids), the span id random."""
+    return format(time_ordered_trace_id(), "032x"), secrets.token_hex(8)
 
 
 @dataclass
