@@ -206,6 +206,28 @@ def test_events_exceptions_and_odd_values_go_through_the_sdk(tmp_path):
     assert [record] == _records(live)
 
 
+def test_non_finite_numbers_are_stored_as_written(tmp_path):
+    """A NaN or infinite log-probability is data: stored exactly, live or deferred (records
+    built without the SDK are written unsearched, so these must take the SDK's path)."""
+    def scenario(tracer):
+        tracer.start_span("scalar", start_time=10, attributes={"score": float("nan"), "t": 0.7}).end(end_time=11)
+        span = tracer.start_span("list", start_time=20)
+        span.set_attribute("logprobs", [-0.5, float("-inf")])
+        span.end(end_time=21)
+        tracer.start_span("overflow", start_time=30, attributes={"big": [1e308, 1e308]}).end(end_time=31)
+
+    live = _tracing(tmp_path, "live")
+    scenario(live.provider.get_tracer("t"))
+    ours = _tracing(tmp_path, "ours")
+    scenario(DeferredTracer(ours, "t"))
+    expected, got = _records(live), _records(ours)
+    by_name = {r["name"]: r["attributes"] for r in got}
+    assert by_name["scalar"]["score"] != by_name["scalar"]["score"] and by_name["scalar"]["t"] == 0.7  # NaN
+    assert by_name["list"]["logprobs"] == [-0.5, float("-inf")]
+    assert by_name["overflow"]["big"] == [1e308, 1e308]
+    assert repr(got) == repr(expected)  # (NaN != NaN: compared as text)
+
+
 def test_nothing_ended_is_lost_at_exit(tmp_path):
     db = tmp_path / "exit.db"
     script = textwrap.dedent(f"""

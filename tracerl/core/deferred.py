@@ -29,6 +29,7 @@ import collections
 import contextlib
 import copy
 import logging
+import math
 import os
 import threading
 import time
@@ -346,7 +347,7 @@ class _Replay:
     def write(self) -> None:
         for stores, records in self._rows.values():
             for store in stores:
-                store.add_dicts(records)
+                store.add_dicts(records, finite=True)  # _record sent anything non-finite to the SDK
 
     def _replay(self, span: DeferredSpan) -> None:
         """Through the SDK: ``start_span`` with the live call's ids and sampling result, in the
@@ -387,9 +388,13 @@ def _direct_sink(owner: DeferredTracer) -> tuple[list[Any], dict[str, Any], int]
             or limits.max_span_attribute_length is not None
             or os.environ.get("OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED", "").lower() == "true"):
         return None
+    from ._json import _finite
     from .spans import _resource_dict
 
-    return stores, _resource_dict(owner.sdk_tracer.resource), limits.max_span_attributes or 0
+    resource = _resource_dict(owner.sdk_tracer.resource)
+    if not _finite(resource):  # a NaN in the resource: the SDK path writes it exactly
+        return None
+    return stores, resource, limits.max_span_attributes or 0
 
 
 _SCALAR_TYPES = (str, bool, int, float)
@@ -398,11 +403,17 @@ _SDK = object()  # a value the SDK would clean: the span goes through it
 
 def _plain_value(value: Any) -> Any:
     """The value as the store keeps it, or ``_SDK`` when the SDK would clean it (drop a
-    None, a mapping, a mixed sequence, with a warning)."""
+    None, a mapping, a mixed sequence, with a warning) or it is not finite (NaN, infinity:
+    the SDK path's export writes them as literals; records built here are written without
+    looking for them)."""
     kind = type(value)
+    if kind is float:
+        return value if math.isfinite(value) else _SDK
     if kind in _SCALAR_TYPES:
         return value
     if (kind is tuple or kind is list) and value and type(value[0]) in _SCALAR_TYPES and all(type(v) is type(value[0]) for v in value):
+        if type(value[0]) is float and not math.isfinite(sum(value)):  # inf/NaN anywhere (or an overflow: rare)
+            return _SDK
         return list(value)
     return _SDK
 
@@ -424,16 +435,20 @@ def _record(span: DeferredSpan, resource: dict[str, Any], max_attributes: int) -
         return None
     attributes: dict[str, Any] = {}
     for key, value in (span._attrs or {}).items():
-        attributes[key] = value = _plain_value(value)
-        if value is _SDK:
-            return None
+        if type(value) is not str and type(value) is not int:  # most are: kept as they are
+            value = _plain_value(value)
+            if value is _SDK:
+                return None
+        attributes[key] = value
     sid = otel.session_to_stamp(attributes, span._parent_context)
     if sid:
         attributes[sc.SESSION_ID] = sid
     for key, value in span._late.items():
-        attributes[key] = value = _plain_value(value)
-        if value is _SDK:
-            return None
+        if type(value) is not str and type(value) is not int:
+            value = _plain_value(value)
+            if value is _SDK:
+                return None
+        attributes[key] = value
     if max_attributes and len(attributes) > max_attributes:
         return None
     parent = span._parent

@@ -138,11 +138,13 @@ class SpanStore:
         """Store spans in one transaction; return how many were new (duplicates are ignored)."""
         return self.add_dicts(r.to_dict() for r in records)
 
-    def add_dicts(self, records: Iterable[dict[str, Any]]) -> int:
+    def add_dicts(self, records: Iterable[dict[str, Any]], *, finite: bool = False) -> int:
         """:meth:`add` for records in :meth:`SpanRecord.to_dict` form (what in-process export
-        builds straight from the SDK's spans)."""
+        builds straight from the SDK's spans). ``finite=True``: the caller has made sure no
+        NaN or infinity is in them, so they are not searched for one."""
         from .semconv import is_llm_span
 
+        dumps = _json.dumps if finite else _json.dumps_exact
         now = time.time_ns()
         rows = []
         links: dict[str, str] = {}
@@ -152,7 +154,7 @@ class SpanStore:
             if sid:
                 links.setdefault(d["trace_id"], sid)
             rows.append((d["trace_id"], d["span_id"], d["parent_span_id"], sid, d["name"], d["start_ns"],
-                         d["end_ns"], int(is_llm_span(attrs)), now, _json.dumps_exact(d)))
+                         d["end_ns"], int(is_llm_span(attrs)), now, dumps(d)))
         if not rows:
             return 0
 
