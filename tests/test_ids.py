@@ -79,6 +79,14 @@ def test_a_providers_own_id_generator_is_respected(tmp_path):
     assert (span.get_span_context().trace_id, span.get_span_context().span_id) == (0xABC, 0x5)
 
 
+def test_an_id_generator_named_in_the_environment_is_respected(tmp_path, monkeypatch):
+    monkeypatch.setenv("OTEL_PYTHON_ID_GENERATOR", "random")
+    tracing = setup_tracing(SpanStore(tmp_path / "d.db"), tracer_provider=TracerProvider())
+    trace_ids = [tracing.tracer("tracerl.test").start_span("x").get_span_context().trace_id for _ in range(3)]
+    now_ms = time.time_ns() // 1_000_000
+    assert not any(abs(_ms(t) - now_ms) < 10**9 for t in trace_ids)  # uniformly random: not the time
+
+
 def test_the_provider_tracerl_creates_orders_every_tracers_ids(tmp_path):
     """With no global provider, tracerl's own gives third-party tracers (OpenInference's, say)
     time-ordered trace ids too: their spans go to the same store."""

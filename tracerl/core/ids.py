@@ -10,11 +10,13 @@ The layout is UUIDv7's (RFC 9562): 48 bits of Unix milliseconds, then random bit
 keeps 80 random bits, so its rightmost 7 bytes are random as W3C Trace Context level 2
 requires of the ``random-trace-id`` flag, and samplers that read the low 64 bits (the SDK's
 ``TraceIdRatioBased``) see uniform values. Only ids tracerl makes itself are ordered: a
-provider with an id generator of its own keeps it.
+provider with an id generator of its own keeps it, and so does a process that names one in
+``OTEL_PYTHON_ID_GENERATOR``.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import time
 import uuid
@@ -56,6 +58,10 @@ class TimeOrderedIdGenerator(IdGenerator):
 
 
 def ids_for(provider_generator: IdGenerator) -> IdGenerator:
-    """The generator tracerl's spans use on a provider: ours in place of the SDK's default
-    (which nobody chose), the provider's own when it was given one (X-Ray's, say)."""
-    return TimeOrderedIdGenerator() if type(provider_generator) is RandomIdGenerator else provider_generator
+    """The generator tracerl's spans use on a provider: ours in place of the SDK's default,
+    which nobody chose; the provider's own when it was given one (X-Ray's, say), or when
+    ``OTEL_PYTHON_ID_GENERATOR`` names one, even ``random``."""
+    chosen = os.environ.get("OTEL_PYTHON_ID_GENERATOR", "").strip()
+    if type(provider_generator) is RandomIdGenerator and not chosen:
+        return TimeOrderedIdGenerator()
+    return provider_generator

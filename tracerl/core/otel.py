@@ -27,11 +27,12 @@ from opentelemetry import baggage, trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 
 from . import deferred
 from . import semconv as sc
 from .errors import ConfigError, MissingDependencyError
-from .ids import TimeOrderedIdGenerator
+from .ids import ids_for
 from .store import SpanStore, StoreExporter
 
 log = logging.getLogger(__name__)
@@ -141,7 +142,7 @@ def _sdk_provider(provider: Any | None) -> TracerProvider:
     current = trace.get_tracer_provider()
     if isinstance(current, TracerProvider):
         return current
-    created = TracerProvider(id_generator=TimeOrderedIdGenerator())  # cheaper to index: see ids.py
+    created = TracerProvider(id_generator=ids_for(RandomIdGenerator()))  # cheaper to index: see ids.py
     trace.set_tracer_provider(created)
     # set_tracer_provider refuses a second provider; use whatever won.
     current = trace.get_tracer_provider()
