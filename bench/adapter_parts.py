@@ -4,11 +4,13 @@
 * :func:`callbacks_only`: CPU of each adapter's own callbacks per LLM call, fed recorded-shaped
   inputs, with the real span pipeline into a SQLite store;
 * :func:`export_batches`: the store's export cost per span by spans per SQLite commit;
-* :func:`store_ids`: the store's write cost per span with random against time-ordered ids.
+* :func:`store_ids`: the store's write cost per span with random against time-ordered ids;
+* :func:`history_cost`: what recording a call's conversation costs by its length.
 
     python bench/adapter_parts.py --callbacks
     python bench/adapter_parts.py --export
     python bench/adapter_parts.py --ids
+    python bench/adapter_parts.py --history
 """
 
 from __future__ import annotations
@@ -214,6 +216,60 @@ def store_ids(prefill: int = 50_000, batch: int = 150, rounds: int = 8, per_roun
         print(f"  {label:32}" + "".join(f"  {name} {statistics.median(v):5.1f}" for name, v in cpu.items()))
 
 
+def history_cost(lengths: tuple[int, ...] = (4, 10, 20, 40), n: int = 3000) -> None:
+    """What recording a call's conversation costs by its length: every LLM call records the
+    whole conversation. LangChain messages are the same objects from call to call (the
+    adapter keeps each one's JSON by object); OpenAI-format dicts (LiteLLM, the Agents SDK)
+    are kept by content, so this also times them rebuilt for every call, as the Agents SDK
+    does, and as they were written before the cache (every message anew). A conversation: system, user, then assistant tool calls and tool results in turn. Warm CPU
+    us per call, best of 3."""
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+    from tracerl.adapters import _common
+    from tracerl.adapters.langchain import _MessageJson
+    from tracerl.core import _json
+
+    def dicts(k: int) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = [{"role": "system", "content": "You are a helpful assistant. Use the calculator."},
+                                     {"role": "user", "content": "What is 12 + 30, times 2?"}]
+        while len(out) < k:
+            cid = f"call_{len(out)}"
+            out.append({"role": "assistant", "content": None, "tool_calls": [{"id": cid, "type": "function", "function": {
+                "name": "calculator", "arguments": json.dumps({"expression": "12 + 30"})}}]})
+            out.append({"role": "tool", "tool_call_id": cid, "content": "42"})
+        return out[:k]
+
+    def langchain(k: int) -> list[Any]:
+        out: list[Any] = [SystemMessage("You are a helpful assistant. Use the calculator."),
+                          HumanMessage("What is 12 + 30, times 2?")]
+        while len(out) < k:
+            cid = f"call_{len(out)}"
+            out.append(AIMessage("", tool_calls=[{"id": cid, "name": "calculator", "args": {"expression": "12 + 30"}}]))
+            out.append(ToolMessage("42", tool_call_id=cid))
+        return out[:k]
+
+    def best(fn: Callable[[int], Any]) -> float:
+        times = []
+        for _ in range(3):
+            c0 = time.process_time()
+            for i in range(n):
+                fn(i)
+            times.append((time.process_time() - c0) / n * 1e6)
+        return min(times)
+
+    print(f"recording a conversation: CPU us per call by its length, {n} calls, best of 3 (warm)")
+    print(f"{'messages':>9} {'LangChain':>10} {'dicts kept':>11} {'dicts rebuilt':>14} {'uncached':>9}")
+    def row(k: int) -> tuple[float, ...]:
+        cache, lc, kept = _MessageJson(), langchain(k), dicts(k)
+        rebuilt = [dicts(k) for _ in range(n)]  # made beforehand: their making is not timed
+        return (best(lambda i: cache.json(lc)), best(lambda i: _common.openai_messages_json(kept, dicts_only=True)),
+                best(lambda i: _common.openai_messages_json(rebuilt[i], dicts_only=True)),
+                best(lambda i: _json.dumps([_common._openai_doc(m) for m in kept])))  # the code before the cache
+
+    for k in lengths:
+        print(f"{k:9} " + " ".join(f"{v:{w}.1f}" for v, w in zip(row(k), (10, 11, 14, 9))))
+
+
 def _agents_caller(tracing: Any, messages: list[dict[str, Any]], n: int) -> Callable[[int], None]:
     """The Agents SDK processor's events for one LLM call, fed with the SDK's own span data
     in the order a recorded episode (agent, task, 2 turns, 2 generations, 1 tool call) gives
@@ -281,8 +337,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--export", action="store_true", help="time the store's export instead of the callbacks")
     parser.add_argument("--ids", action="store_true", help="time store writes by id kind (random, time-ordered)")
+    parser.add_argument("--history", action="store_true", help="time recording a conversation by its length")
     args = parser.parse_args()
-    store_ids() if args.ids else export_batches() if args.export else callbacks_only()
+    if args.history:
+        history_cost()
+    else:
+        store_ids() if args.ids else export_batches() if args.export else callbacks_only()
     return 0
 
 

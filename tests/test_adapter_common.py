@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from opentelemetry import baggage, context, propagate, trace
 from opentelemetry.propagators.composite import CompositePropagator
@@ -90,6 +92,57 @@ def test_openai_messages_json_is_the_genai_json_of_the_same_messages():
         Message(role="user", content="no role"),
     ]
     assert _common.openai_messages_json(items, dicts_only=True) == sc.genai_message_json(expected)
+
+
+def test_openai_messages_json_from_its_cache_is_what_it_writes_anew():
+    """Messages are kept by what their JSON is made of: rebuilt dicts hit the cache, and a
+    change to any part the JSON shows (role, text, tool-call id, a tool call's id, name or
+    arguments) is written anew."""
+    from tracerl.core import _json
+
+    def uncached(items):
+        return _json.dumps([_common._openai_doc(m) for m in items])
+
+    call = {"id": "c1", "type": "function", "function": {"name": "calculator", "arguments": '{"expression": "2+3"}'}}
+    items = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 2+3?"},
+             {"role": "assistant", "content": None, "tool_calls": [call]},
+             {"role": "tool", "tool_call_id": "c1", "content": "5"},
+             {"role": "assistant", "content": None, "tool_calls": [{"id": 7, "function": {"name": "f"}}]},  # not str
+             {"role": "user", "content": [{"type": "text", "text": "parts"}]}]  # not str: written each time
+    first = _common.openai_messages_json(items, dicts_only=True)
+    assert first == uncached(items)
+    assert _common._fragment_key(items[2]) in _common._fragments._cache  # kept
+    assert _common._fragment_key(items[4]) is None and _common._fragment_key(items[5]) is None
+    rebuilt = [dict(m) for m in items]
+    assert _common.openai_messages_json(rebuilt, dicts_only=True) == first
+
+    def changed(i, path, value):
+        out = [json.loads(json.dumps(m)) for m in items]
+        target = out[i]
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+        return out
+
+    for variant in (changed(0, ["content"], "Be verbose."), changed(1, ["role"], "system"),
+                     changed(3, ["tool_call_id"], "c2"), changed(2, ["tool_calls", 0, "id"], "c9"),
+                     changed(2, ["tool_calls", 0, "function", "name"], "adder"),
+                     changed(2, ["tool_calls", 0, "function", "arguments"], '{"expression": "9"}')):
+        got = _common.openai_messages_json(variant, dicts_only=True)
+        assert got == uncached(variant) and got != first
+
+
+def test_the_message_cache_is_bounded():
+    cache = _common._Fragments(size=3)
+    for i in range(10):
+        assert cache.json({"role": "user", "content": str(i)}) == _json_dumps_doc({"role": "user", "content": str(i)})
+        assert len(cache._cache) <= 3
+
+
+def _json_dumps_doc(m):
+    from tracerl.core import _json
+
+    return _json.dumps(_common._openai_doc(m))
 
 
 def test_langchain_messages_json_is_the_genai_json_of_the_same_messages():

@@ -219,15 +219,69 @@ def openai_messages_json(items: Any, *, dicts_only: bool = False) -> str:
     """OpenAI Chat Completions messages (dicts, or pydantic objects unless ``dicts_only``) as
     a GenAI ``gen_ai.*.messages`` JSON string: the text :func:`~tracerl.core.messages.
     genai_message_json` writes for the same messages, built straight from the dicts (every
-    message of every call goes through here, so no Message objects in between)."""
-    docs = []
+    message of every call goes through here, so no Message objects in between), each dict's
+    JSON taken from :data:`_fragments` when a message like it was written before."""
+    frags = []
     for m in items or ():
         if not isinstance(m, dict):
             if dicts_only:
                 continue
             m = m.model_dump() if hasattr(m, "model_dump") else {}
-        docs.append(_openai_doc(m))
-    return _json.dumps(docs)
+        frags.append(_fragments.json(m))
+    return "[" + ",".join(frags) + "]"
+
+
+class _Fragments:
+    """Each OpenAI-format message's GenAI JSON, kept by what it is made of.
+
+    Every LLM call records its whole conversation, so without this an adapter's cost per call
+    grows with the conversation (0.75 us per message warm; bench/adapter_parts.py --history).
+    A LangChain message is one object from call to call (its adapter keeps the JSON by object),
+    but the Agents SDK builds new dicts for every call, and a LiteLLM app may too: so the key
+    is what the JSON is made of, the role, the text, the tool-call id and each tool call's
+    (id, name, arguments), as strings; a message holding anything else is written each time.
+    Only strings are kept (nothing a garbage collection traverses), at most ``size`` entries."""
+
+    def __init__(self, size: int = 4096):
+        self.size = size
+        self._cache: dict[tuple[Any, ...], str] = {}
+
+    def json(self, m: dict[str, Any]) -> str:
+        key = _fragment_key(m)
+        if key is None:
+            return _json.dumps(_openai_doc(m))
+        cache = self._cache
+        frag = cache.get(key)
+        if frag is None:
+            frag = _json.dumps(_openai_doc(m))
+            if len(cache) >= self.size:  # a long-running app's old conversations: start over
+                cache.clear()
+            cache[key] = frag
+        return frag
+
+
+def _fragment_key(m: dict[str, Any]) -> tuple[Any, ...] | None:
+    """Everything :func:`_openai_doc` reads of ``m``, when all of it is str or None."""
+    role, content, call_id, calls = m.get("role"), m.get("content"), m.get("tool_call_id"), m.get("tool_calls")
+    if not ((role is None or type(role) is str) and (content is None or type(content) is str)
+            and (call_id is None or type(call_id) is str)):
+        return None
+    if not calls:
+        return role, content, call_id
+    key = [role, content, call_id]
+    for tc in calls:
+        fn = tc.get("function") if type(tc) is dict else None
+        if type(fn) is not dict:
+            return None
+        parts = tc.get("id"), fn.get("name"), fn.get("arguments")
+        for value in parts:
+            if value is not None and type(value) is not str:
+                return None
+        key += parts
+    return tuple(key)
+
+
+_fragments = _Fragments()
 
 
 def _openai_doc(m: dict[str, Any]) -> dict[str, Any]:
