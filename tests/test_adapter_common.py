@@ -132,11 +132,16 @@ def test_openai_messages_json_from_its_cache_is_what_it_writes_anew():
         assert got == uncached(variant) and got != first
 
 
-def test_the_message_cache_is_bounded():
+def test_the_message_cache_is_bounded_in_messages_and_characters():
     cache = _common._Fragments(size=3)
     for i in range(10):
         assert cache.json({"role": "user", "content": str(i)}) == _json_dumps_doc({"role": "user", "content": str(i)})
         assert len(cache._cache) <= 3
+    cache = _common._Fragments(chars=100_000)
+    for i in range(20):
+        m = {"role": "user", "content": f"{i} " + "x" * 20_000}
+        assert cache.json(m) == _json_dumps_doc(m)
+        assert sum(len(f) + len(k[1]) for k, f in cache._cache.items()) <= 150_000
 
 
 def _json_dumps_doc(m):

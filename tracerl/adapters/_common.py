@@ -240,11 +240,14 @@ class _Fragments:
     but the Agents SDK builds new dicts for every call, and a LiteLLM app may too: so the key
     is what the JSON is made of, the role, the text, the tool-call id and each tool call's
     (id, name, arguments), as strings; a message holding anything else is written each time.
-    Only strings are kept (nothing a garbage collection traverses), at most ``size`` entries."""
+    Only strings are kept (nothing a garbage collection traverses): at most ``size`` messages
+    and about ``chars`` characters (their text and their JSON), so an app of long prompts does
+    not hold megabytes of them."""
 
-    def __init__(self, size: int = 4096):
-        self.size = size
+    def __init__(self, size: int = 4096, chars: int = 4_000_000):
+        self.size, self.chars = size, chars
         self._cache: dict[tuple[Any, ...], str] = {}
+        self._held = 0  # characters held, approximately: twice each fragment's
 
     def json(self, m: dict[str, Any]) -> str:
         key = _fragment_key(m)
@@ -254,9 +257,11 @@ class _Fragments:
         frag = cache.get(key)
         if frag is None:
             frag = _json.dumps(_openai_doc(m))
-            if len(cache) >= self.size:  # a long-running app's old conversations: start over
+            if len(cache) >= self.size or self._held > self.chars:  # old conversations: start over
                 cache.clear()
+                self._held = 0
             cache[key] = frag
+            self._held += 2 * len(frag)
         return frag
 
 
