@@ -17,8 +17,9 @@ noise hits all modes alike:
   same kind of store), for comparison.
 
 The server (``--server``) is tracerl.testing.ScriptedServer (instant answers: the worst case
-for relative overhead) or the real gateway serving the bundled tiny model on CPU (greedy
-decoding, so every mode sends the same requests and gets the same answers).
+for relative overhead; ``scripted-30ms``: the same answers after 30 ms idle, a remote
+model's latency without its CPU here) or the real gateway serving the bundled tiny model on
+CPU (greedy decoding, so every mode sends the same requests and gets the same answers).
 
     python bench/instrument_overhead.py --framework langgraph --runs 500
     python bench/instrument_overhead.py --framework litellm --server gateway --runs 60 --rounds 3
@@ -52,6 +53,18 @@ SERVERS = {
 import sys
 from tracerl.testing import ScriptedServer, calculator_script
 with ScriptedServer(calculator_script, emit_spans=False) as s:
+    print(s.url, flush=True)
+    sys.stdin.read()
+""",
+    # the scripted answers after 30 ms of idling: a model's latency without its CPU on this
+    # machine (as a model served from elsewhere), to tell a cold wake-up from cache trashing
+    "scripted-30ms": """
+import sys, time
+from tracerl.testing import ScriptedServer, calculator_script
+def script(messages, tools):
+    time.sleep(0.03)
+    return calculator_script(messages, tools)
+with ScriptedServer(script, emit_spans=False) as s:
     print(s.url, flush=True)
     sys.stdin.read()
 """,
@@ -265,7 +278,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--framework", choices=sorted(AGENTS), default="langgraph")
     parser.add_argument("--server", choices=sorted(SERVERS), default="scripted",
-                        help="scripted: instant answers (worst case); gateway: the tiny model behind the gateway")
+                        help="scripted: instant answers (worst case); scripted-30ms: the same after 30 ms idle; "
+                             "gateway: the tiny model behind the gateway")
     parser.add_argument("--runs", type=int, default=500, help="episodes per mode")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per mode")
     parser.add_argument("--modes", nargs="+", choices=MODES, default=[m for m in MODES if m != "tracerl-no-content"],
@@ -294,7 +308,8 @@ def main() -> int:
     if args.prefill:
         _prefill(db, args.prefill)
 
-    agent = AGENTS[args.framework](base_url, "scripted" if args.server == "scripted" else "tracerl-tiny")
+    scripted = args.server.startswith("scripted")
+    agent = AGENTS[args.framework](base_url, "scripted" if scripted else "tracerl-tiny")
     agent(QUESTION.format(a=1, b=1))  # warm up imports and connections
     per_round = max(1, args.runs // args.rounds)
     modes = ("none", *(m for m in MODES if m in args.modes and m != "none"))
@@ -338,7 +353,7 @@ def main() -> int:
     finally:
         server.stdin.close()  # type: ignore[union-attr]
         server.wait(timeout=30)
-    if args.server == "scripted":
+    if scripted:
         assert all(a.startswith("The answer is") for a in answers["none"]), answers["none"][:3]
     # Greedy decoding: instrumentation must not change what the agent does.
     same = all(answers[m] == answers["none"] for m in modes)
