@@ -14,8 +14,9 @@ with its own timestamp). Ended spans are replayed in batches by a :class:`SpanWo
 * or, when the provider holds tracerl's processors and nothing else (the default), straight
   into the store as the very record the SDK path writes (tested equal).
 
-What differs from live spans: processors see a span when it has ended, up to a second later
-(the store's ``BatchSpanProcessor`` waits as long anyway), on the worker's thread. Every flush
+What differs from live spans: processors see a span when it has ended, up to five seconds
+later (OpenTelemetry's own ``BatchSpanProcessor`` waits as long by default), on the worker's
+thread. Every flush
 (``Tracing.flush``, an episode ending, the provider's ``force_flush`` and ``shutdown`` through
 :class:`~.otel.SessionSpanProcessor`, interpreter exit) replays what is pending first. Only
 tracerl's own spans are deferred (:meth:`~.otel.Tracing.tracer`; ``TRACERL_LIVE_SPANS=1``
@@ -247,10 +248,13 @@ class _Preset:
 class SpanWorker:
     """Replays ended :class:`DeferredSpan` objects: every ``interval_s``, when ``batch`` are
     waiting, and on :meth:`drain` (flushes, exit). Each replay is one SQLite transaction
-    per store, whose commit costs as much as storing ~20 spans: a second between replays
-    (the store's own BatchSpanProcessor waits as long) keeps that cost spread thin."""
+    per store, whose commit costs as much as storing ~20 spans, and each wakes on cold
+    caches after the agent's wait: five seconds between replays (OpenTelemetry's default
+    batch delay) spread that thin (against one second, ~10 us less per LLM call after
+    30 ms idle waits, bench/instrument_overhead.py --server scripted-30ms). Whoever needs
+    the spans sooner (an episode ending, ``Tracing.flush``) flushes."""
 
-    def __init__(self, interval_s: float = 1.0, batch: int = 512):
+    def __init__(self, interval_s: float = 5.0, batch: int = 512):
         self.interval_s = interval_s
         self.batch = batch
         self._queue: collections.deque[DeferredSpan] = collections.deque()

@@ -189,11 +189,12 @@ def setup_tracing(
                 state.stores[path] = st
                 # A deep queue: the SDK's default (2,048) drops spans, training data, when a burst
                 # of agents outruns one SQLite writer for a moment; a span is ~1-2 kB queued.
-                # A write every second, not every 0.2 s: each SQLite commit costs ~0.3 ms of
-                # CPU (WAL pages written), so spans per commit set the export cost per span
-                # (~24 us at 22 per commit, ~18 at 100: `bench/instrument_overhead.py --export`).
-                # Whoever needs the spans now (an episode ending, Tracing.flush) flushes them.
-                _add(state, BatchSpanProcessor(StoreExporter(st), schedule_delay_millis=1000,
+                # A write every 5 s (the SDK's default, as the deferred spans' replay): each
+                # SQLite commit costs ~0.3 ms of CPU (WAL pages written), so spans per commit
+                # set the export cost per span (~24 us at 22 per commit, ~18 at 100:
+                # `bench/instrument_overhead.py --export`). Whoever needs the spans now (an
+                # episode ending, Tracing.flush) flushes them.
+                _add(state, BatchSpanProcessor(StoreExporter(st), schedule_delay_millis=5000,
                                                max_queue_size=1 << 16))
                 state.sinks.add(f"store:{path}")
         if otlp_endpoint and f"otlp:{otlp_endpoint}" not in state.sinks:
