@@ -371,7 +371,7 @@ def main() -> int:
         if "hook" in modes and mode in modes:
             _print_paired(cpu, calls, args.rounds, mode)
     if account is not None:
-        account.report(calls, gc_s)
+        account.report(calls, gc_s, base_cpu / per_call["none"] * 1e6)
     return 0
 
 
@@ -497,10 +497,13 @@ class _Account:
     def end(self, mode: str) -> None:
         self.add(mode, "span export threads", self._export_threads_cpu() - self._export0)
 
-    def report(self, calls: dict[str, int], gc_s: dict[str, float]) -> None:
-        """Per mode, each part per LLM call. The collector's time beyond the hook mode's is
-        ours too: spans and whatever they hold alive until exported make collections come
-        sooner, and that cost falls on whichever code allocates next, mostly the framework's."""
+    def report(self, calls: dict[str, int], gc_s: dict[str, float], framework_us: float) -> None:
+        """Per mode, each part per LLM call, and the whole as a share of ``framework_us``, the
+        ``none`` mode's CPU per call (how warm the machine runs moves both alike: after an
+        idle wait the framework's own code costs twice as much, ours too). The collector's
+        time beyond the hook mode's is ours too: spans and whatever they hold alive until
+        exported make collections come sooner, and that cost falls on whichever code
+        allocates next, mostly the framework's."""
         for mode in OURS:
             if calls.get("hook") and calls.get(mode):
                 extra = gc_s[mode] / calls[mode] - gc_s["hook"] / calls["hook"]
@@ -511,8 +514,9 @@ class _Account:
             parts = {label: v for (m, label), v in self.cpu.items() if m == mode and calls.get(mode)}
             if not parts:
                 continue
-            total = sum(parts.values())
-            print(f"  {mode}: {total / calls[mode] * 1e6:.0f} in all")
+            per_call = sum(parts.values()) / calls[mode] * 1e6
+            print(f"  {mode}: {per_call:.0f} in all, {100 * per_call / framework_us:.1f} % of the framework's "
+                  f"own {framework_us:,.0f} (the none mode's CPU per call)")
             for label, v in sorted(parts.items(), key=lambda kv: -kv[1]):
                 print(f"    {label:28} {v / calls[mode] * 1e6:7.1f}")
 
