@@ -422,6 +422,18 @@ def _plain_value(value: Any) -> Any:
     return _SDK
 
 
+def _copy_plain(source: Mapping[str, Any], into: dict[str, Any]) -> bool:
+    """Copy ``source`` into ``into`` as the store keeps each value; False (``into`` partly
+    filled) when a value must take the SDK's path."""
+    for key, value in source.items():
+        if type(value) is not str and type(value) is not int:  # most are: kept as they are
+            value = _plain_value(value)
+            if value is _SDK:
+                return False
+        into[key] = value
+    return True
+
+
 def _record(span: DeferredSpan, resource: dict[str, Any], max_attributes: int) -> dict[str, Any] | None:
     """The store record the SDK path would give ``span`` (``spans.readable_span_dict`` of the
     SDK span), or None when it holds something only the SDK shapes."""
@@ -438,21 +450,13 @@ def _record(span: DeferredSpan, resource: dict[str, Any], max_attributes: int) -
     if span._links:
         return None
     attributes: dict[str, Any] = {}
-    for key, value in (span._attrs or {}).items():
-        if type(value) is not str and type(value) is not int:  # most are: kept as they are
-            value = _plain_value(value)
-            if value is _SDK:
-                return None
-        attributes[key] = value
+    if not _copy_plain(span._attrs or {}, attributes):
+        return None
     sid = otel.session_to_stamp(attributes, span._parent_context)
     if sid:
         attributes[sc.SESSION_ID] = sid
-    for key, value in span._late.items():
-        if type(value) is not str and type(value) is not int:
-            value = _plain_value(value)
-            if value is _SDK:
-                return None
-        attributes[key] = value
+    if not _copy_plain(span._late, attributes):  # set after the start: they win, as on an SDK span
+        return None
     if max_attributes and len(attributes) > max_attributes:
         return None
     parent = span._parent

@@ -28,15 +28,19 @@ _RANDOM_BITS = 80
 _rand = random.getrandbits  # the SDK's RandomIdGenerator draws from the same source
 
 
+def _unix_ms48() -> int:
+    """The leading 48 bits of both kinds of id: Unix milliseconds."""
+    return (time.time_ns() // 1_000_000) & 0xFFFF_FFFF_FFFF
+
+
 def time_ordered_trace_id() -> int:
     """A 128-bit trace id: Unix milliseconds (48 bits), then 80 random bits; never 0."""
-    return ((time.time_ns() // 1_000_000) & 0xFFFF_FFFF_FFFF) << _RANDOM_BITS | (_rand(_RANDOM_BITS) or 1)
+    return _unix_ms48() << _RANDOM_BITS | (_rand(_RANDOM_BITS) or 1)
 
 
 def new_episode_id() -> str:
     """A UUIDv7 in hex (32 characters): unique, and sorted by creation time to the millisecond."""
-    ms = (time.time_ns() // 1_000_000) & 0xFFFF_FFFF_FFFF
-    value = ms << 80 | 0x7 << 76 | _rand(12) << 64 | 0b10 << 62 | _rand(62)
+    value = _unix_ms48() << 80 | 0x7 << 76 | _rand(12) << 64 | 0b10 << 62 | _rand(62)
     return uuid.UUID(int=value).hex
 
 
