@@ -13,6 +13,10 @@ noise hits all modes alike:
 * ``tracerl``: ``tracerl.instrument(FRAMEWORK)`` (spans to a SQLite store, W3C propagation);
 * ``tracerl-no-content`` (only when asked for in ``--modes``): the same with
   ``capture_content=False``, no messages on our spans;
+* ``floor`` (LangChain/LangGraph, only when asked for): the least an adapter whose span the
+  gateway's joins must do at each call, and nothing more: fresh ids made current for the HTTP
+  call (a non-recording span, attached in ``on_chat_model_start``, detached in ``on_llm_end``)
+  and the W3C headers sent; no span recorded, nothing stored;
 * ``openinference``: the OpenInference instrumentor for the framework instead (spans to the
   same kind of store), for comparison.
 
@@ -33,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import gc
 import json
 import os
@@ -183,8 +188,9 @@ def openai_agents_agent(base_url: str, model: str) -> Agent:
     return run
 
 
-MODES = ("none", "hook", "tracerl", "tracerl-no-content", "openinference")
-OURS = ("tracerl", "tracerl-no-content")
+MODES = ("none", "hook", "tracerl", "tracerl-no-content", "floor", "openinference")
+OURS = ("tracerl", "tracerl-no-content", "floor")
+OPT_IN = ("tracerl-no-content", "floor")
 AGENTS = {"langgraph": langgraph_agent, "langchain": langchain_agent, "litellm": litellm_agent,
           "openai-agents": openai_agents_agent}
 OPENINFERENCE = {
@@ -240,6 +246,53 @@ def _noop_hook(framework: str) -> Callable[[], None]:
     return undo
 
 
+@functools.cache
+def _floor_handler() -> type:
+    """The ``floor`` mode's LangChain handler: fresh ids made current around each LLM call (so
+    tracerl's header injection sends a ``traceparent``), nothing recorded."""
+    import random
+
+    from langchain_core.callbacks import BaseCallbackHandler
+    from opentelemetry import context, trace
+
+    class FloorHandler(BaseCallbackHandler):
+        run_inline, ignore_chain, ignore_retriever, ignore_retry, ignore_custom_event = True, True, True, True, True
+
+        def __init__(self) -> None:
+            self.tokens: dict[Any, object] = {}
+
+        def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any, **kwargs: Any) -> None:
+            ids = trace.SpanContext(random.getrandbits(128), random.getrandbits(64), False, trace.TraceFlags(1))
+            self.tokens[run_id] = context.attach(trace.set_span_in_context(trace.NonRecordingSpan(ids)))
+
+        def on_llm_end(self, response: Any, *, run_id: Any, **kwargs: Any) -> None:
+            token = self.tokens.pop(run_id, None)
+            if token is not None:
+                context.detach(token)
+
+    return FloorHandler
+
+
+def _floor_hook(framework: str) -> Callable[[], None]:
+    """Register the ``floor`` handler and tracerl's W3C header injection; returns their undo."""
+    from contextvars import ContextVar
+
+    from langchain_core.tracers.context import _configure_hooks, register_configure_hook
+
+    from tracerl.adapters import _common
+
+    handler = _floor_handler()()  # the default of the variable, so every thread and task sees it
+    register_configure_hook(ContextVar("floor_hook", default=handler), True)
+    hook = _configure_hooks[-1]
+    _common.enable_http_propagation("bench-floor")
+
+    def undo() -> None:
+        _configure_hooks.remove(hook)
+        _common.disable_http_propagation("bench-floor")
+
+    return undo
+
+
 class Mode:
     """Switches one instrumentation on for a round and off again."""
 
@@ -253,6 +306,10 @@ class Mode:
 
         if self.name == "hook":
             self._undo = _noop_hook(self.framework)
+        elif self.name == "floor":
+            if self.framework not in ("langgraph", "langchain"):
+                raise SystemExit("--modes floor: LangChain and LangGraph only")
+            self._undo = _floor_hook(self.framework)
         elif self.name in OURS:
             tracerl.instrument(self.framework, store=self.db, capture_content=self.name == "tracerl")
         elif self.name == "openinference":
@@ -282,7 +339,7 @@ def main() -> int:
                              "gateway: the tiny model behind the gateway")
     parser.add_argument("--runs", type=int, default=500, help="episodes per mode")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per mode")
-    parser.add_argument("--modes", nargs="+", choices=MODES, default=[m for m in MODES if m != "tracerl-no-content"],
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=[m for m in MODES if m not in OPT_IN],
                         help="modes to run (none is always run: the baseline)")
     parser.add_argument("--account", action="store_true",
                         help="also count ours in situ: thread CPU inside our callbacks and export threads")
@@ -418,9 +475,11 @@ class _Account:
         self._gc = gc_timer
         self._wrap(_common, "_inject", "inject W3C headers")
         cls, prefixes = self._entry_points(framework)
-        for attr in list(vars(cls)):
-            if attr.startswith(prefixes) and callable(getattr(cls, attr)):
-                self._wrap(cls, attr, attr)
+        classes = (cls, _floor_handler()) if framework in ("langgraph", "langchain") else (cls,)
+        for owner in classes:
+            for attr in list(vars(owner)):
+                if attr.startswith(prefixes) and callable(getattr(owner, attr)):
+                    self._wrap(owner, attr, attr)
 
     @staticmethod
     def _entry_points(framework: str) -> tuple[Any, tuple[str, ...]]:
@@ -437,7 +496,6 @@ class _Account:
         return TracerlTracingProcessor, ("on_",)
 
     def _wrap(self, owner: Any, attr: str, label: str) -> None:
-        import functools
         import inspect
 
         original = getattr(owner, attr)
