@@ -307,8 +307,6 @@ class Mode:
         if self.name == "hook":
             self._undo = _noop_hook(self.framework)
         elif self.name == "floor":
-            if self.framework not in ("langgraph", "langchain"):
-                raise SystemExit("--modes floor: LangChain and LangGraph only")
             self._undo = _floor_hook(self.framework)
         elif self.name in OURS:
             tracerl.instrument(self.framework, store=self.db, capture_content=self.name == "tracerl")
@@ -350,6 +348,8 @@ def main() -> int:
     parser.add_argument("--prefill", type=int, default=0, metavar="N",
                         help="first store N spans from earlier runs, as a store in use holds (default: an empty one)")
     args = parser.parse_args()
+    if "floor" in args.modes and args.framework not in ("langgraph", "langchain"):
+        parser.error("--modes floor is for --framework langchain or langgraph")
     if args.callbacks or args.export:  # the parts alone: see adapter_parts.py
         import adapter_parts
 
