@@ -21,7 +21,6 @@ import random
 import time
 import uuid
 
-from opentelemetry import trace
 from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 
 _RANDOM_BITS = 80
@@ -44,15 +43,9 @@ def new_episode_id() -> str:
     return uuid.UUID(int=value).hex
 
 
-class TimeOrderedIdGenerator(IdGenerator):
-    """The SDK's id generator interface with time-ordered trace ids; span ids are random,
-    as the SDK's (they are unique within a trace, whose spans are stored together)."""
-
-    def generate_span_id(self) -> int:
-        span_id = _rand(64)
-        while span_id == trace.INVALID_SPAN_ID:
-            span_id = _rand(64)
-        return span_id
+class TimeOrderedIdGenerator(RandomIdGenerator):
+    """The SDK's default generator with time-ordered trace ids; span ids stay the SDK's random
+    ones (they are unique within a trace, whose spans are stored together)."""
 
     def generate_trace_id(self) -> int:
         return time_ordered_trace_id()
