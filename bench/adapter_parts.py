@@ -341,8 +341,12 @@ def main() -> int:
     args = parser.parse_args()
     if args.history:
         history_cost()
+    elif args.ids:
+        store_ids()
+    elif args.export:
+        export_batches()
     else:
-        store_ids() if args.ids else export_batches() if args.export else callbacks_only()
+        callbacks_only()
     return 0
 
 

@@ -205,18 +205,7 @@ def _noop_hook(framework: str) -> Callable[[], None]:
     """Register a do-nothing hook on the extension point our adapter uses (what the framework
     itself spends per call once any hook is there); returns its undo."""
     if framework in ("langgraph", "langchain"):
-        from contextvars import ContextVar
-
-        from langchain_core.callbacks import BaseCallbackHandler
-        from langchain_core.tracers.context import _configure_hooks, register_configure_hook
-
-        class Noop(BaseCallbackHandler):  # the event filter of ours: LLM and tool events only
-            run_inline, ignore_chain, ignore_retriever, ignore_retry, ignore_custom_event = True, True, True, True, True
-
-        handler = Noop()  # the default of the variable, so every thread and task sees it
-        register_configure_hook(ContextVar("noop_hook", default=handler), True)
-        hook = _configure_hooks[-1]
-        return lambda: _configure_hooks.remove(hook)
+        return _langchain_hook(_filtered_handler()())
     if framework == "litellm":
         import litellm
         from litellm.integrations.custom_logger import CustomLogger
@@ -246,18 +235,38 @@ def _noop_hook(framework: str) -> Callable[[], None]:
     return undo
 
 
+def _langchain_hook(handler: Any) -> Callable[[], None]:
+    """Register ``handler`` as tracerl's adapter does (the default of a configure-hook variable,
+    so every thread and task sees it); returns its undo."""
+    from contextvars import ContextVar
+
+    from langchain_core.tracers.context import _configure_hooks, register_configure_hook
+
+    register_configure_hook(ContextVar(f"bench_{type(handler).__name__}", default=handler), True)
+    hook = _configure_hooks[-1]
+    return lambda: _configure_hooks.remove(hook)
+
+
+@functools.cache
+def _filtered_handler() -> type:
+    """A do-nothing LangChain handler with our adapter's event filter: LLM and tool events only."""
+    from langchain_core.callbacks import BaseCallbackHandler
+
+    class Noop(BaseCallbackHandler):
+        run_inline, ignore_chain, ignore_retriever, ignore_retry, ignore_custom_event = True, True, True, True, True
+
+    return Noop
+
+
 @functools.cache
 def _floor_handler() -> type:
     """The ``floor`` mode's LangChain handler: fresh ids made current around each LLM call (so
     tracerl's header injection sends a ``traceparent``), nothing recorded."""
     import random
 
-    from langchain_core.callbacks import BaseCallbackHandler
     from opentelemetry import context, trace
 
-    class FloorHandler(BaseCallbackHandler):
-        run_inline, ignore_chain, ignore_retriever, ignore_retry, ignore_custom_event = True, True, True, True, True
-
+    class FloorHandler(_filtered_handler()):
         def __init__(self) -> None:
             self.tokens: dict[Any, object] = {}
 
@@ -273,21 +282,15 @@ def _floor_handler() -> type:
     return FloorHandler
 
 
-def _floor_hook(framework: str) -> Callable[[], None]:
+def _floor_hook() -> Callable[[], None]:
     """Register the ``floor`` handler and tracerl's W3C header injection; returns their undo."""
-    from contextvars import ContextVar
-
-    from langchain_core.tracers.context import _configure_hooks, register_configure_hook
-
     from tracerl.adapters import _common
 
-    handler = _floor_handler()()  # the default of the variable, so every thread and task sees it
-    register_configure_hook(ContextVar("floor_hook", default=handler), True)
-    hook = _configure_hooks[-1]
+    remove = _langchain_hook(_floor_handler()())
     _common.enable_http_propagation("bench-floor")
 
     def undo() -> None:
-        _configure_hooks.remove(hook)
+        remove()
         _common.disable_http_propagation("bench-floor")
 
     return undo
@@ -307,7 +310,7 @@ class Mode:
         if self.name == "hook":
             self._undo = _noop_hook(self.framework)
         elif self.name == "floor":
-            self._undo = _floor_hook(self.framework)
+            self._undo = _floor_hook()
         elif self.name in OURS:
             tracerl.instrument(self.framework, store=self.db, capture_content=self.name == "tracerl")
         elif self.name == "openinference":
