@@ -31,13 +31,14 @@ app.add_typer(serve.model_app, name="model")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: a TracerlError becomes one readable line on stderr and exit code 1."""
+    """Entry point: a TracerlError becomes one readable line on stderr and exit code 1; a usage
+    error prints click's usage, hint and error and exits 2, as click's standalone mode does."""
     from pydantic import ValidationError
 
     from tracerl.core.errors import TracerlError
 
     try:
-        app(args=argv, standalone_mode=False)
+        code = app(args=argv, prog_name="tracerl", standalone_mode=False)
     except TracerlError as exc:
         print(f"tracerl: error: {exc}", file=sys.stderr)
         return 1
@@ -51,14 +52,37 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except SystemExit as exc:  # --help and friends
         return int(exc.code or 0)
-    except Exception as exc:  # click's usage errors arrive here in non-standalone mode
-        import click
+    except _CLICK_ERROR as exc:  # non-standalone mode hands usage errors to us
+        return _show_usage_error(exc)
+    # Non-standalone typer returns the code of a typer.Exit (130 for a Ctrl-C it caught),
+    # else the command's return value (None for all of ours).
+    return code if isinstance(code, int) else 0
 
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            return exc.exit_code
-        raise
-    return 0
+
+def _click_error_class() -> type[Exception]:
+    """click's ClickException as typer uses it: typer >= 0.24 vendors click (typer._click), so
+    ``click.ClickException`` does not match its errors; typer.BadParameter derives from the
+    ClickException of whichever click typer runs on."""
+    for cls in typer.BadParameter.__mro__:
+        if cls.__name__ == "ClickException":
+            return cls
+    import click  # pragma: no cover - a typer whose BadParameter is not a ClickException
+
+    return click.ClickException
+
+
+_CLICK_ERROR = _click_error_class()
+
+
+def _show_usage_error(exc: Exception) -> int:
+    """A bad value (``--n 0``) is one line naming the option and the rule; anything else (an
+    unknown option or command, a missing argument) gets click's usage and hint too."""
+    ctx = getattr(exc, "ctx", None)
+    if isinstance(exc, typer.BadParameter) and type(exc).__name__ == "BadParameter" and ctx is not None:
+        print(f"Error: {exc.format_message()} (see '{ctx.command_path} --help')", file=sys.stderr)
+    else:
+        exc.show()  # type: ignore[attr-defined]
+    return int(getattr(exc, "exit_code", 2))
 
 
 if __name__ == "__main__":

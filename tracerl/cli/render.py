@@ -30,7 +30,7 @@ def _step_label(step: Step) -> str:
     return f"#{seq} {tokens} {step.finish_reason or ''}{reward}{node}  {said}"
 
 
-def episode_tree(ep: Episode) -> Tree:
+def episode_tree(ep: Episode, *, traceback: bool = False) -> Tree:
     reward = "-" if ep.reward is None else f"{ep.reward:g}"
     head = (f"[bold]episode {escape(ep.id)}[/]  {ep.termination_reason.value}  reward={reward}"
             + (f"  correct={ep.is_correct}" if ep.is_correct is not None else ""))
@@ -38,7 +38,9 @@ def episode_tree(ep: Episode) -> Tree:
     if ep.task is not None:
         tree.add(f"task {escape(ep.task.id)}: {_preview(str(ep.task.data), 90)}")
     if ep.error:
-        tree.add(f"[red]error: {escape(ep.error)}[/]")
+        error = tree.add(f"[red]error: {escape(ep.error)}[/]")
+        if traceback and ep.traceback:
+            error.add(escape(ep.traceback.rstrip()))
     for traj in ep.trajectories:
         masked = sum(sum(s.mask) for s in traj.sequences)
         total = sum(len(s) for s in traj.sequences)

@@ -29,13 +29,20 @@ def serve(
     from tracerl.core.store import SpanStore
     from tracerl.engines.torch_engine import TorchEngine
     from tracerl.gateway.app import create_app
-    from tracerl.gateway.server import check_bind
+    from tracerl.gateway.server import bind_socket, check_bind
+    from tracerl.trainers.model_path import resolve_model
 
     check_bind(host, api_key)
-    engine = TorchEngine(model, model_name=name, batch_window_ms=batch_window_ms)
-    store = SpanStore(db)
-    typer.echo(f"serving {engine.model_name} on http://{host}:{port}/v1 (spans -> {store.path})")
-    uvicorn.run(create_app(engine, store, api_key=api_key), host=host, port=port, log_level="info")
+    path = resolve_model(model) if model is not None else None
+    sock = bind_socket(host, port)  # a busy port fails now, not after the model has loaded
+    try:
+        engine = TorchEngine(path, model_name=name, batch_window_ms=batch_window_ms)
+        store = SpanStore(db)
+        typer.echo(f"serving {engine.model_name} on http://{host}:{port}/v1 (spans -> {store.path})")
+        config = uvicorn.Config(create_app(engine, store, api_key=api_key), host=host, port=port, log_level="info")
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
 
 
 @model_app.command("setup")

@@ -75,7 +75,7 @@ def show(
         records = store.spans(session_id=episode)
         if not records:
             raise ConfigError(f"no spans for episode {episode!r} in {store.path}; see `tracerl traces list`")
-        console.print(episode_tree(episode_from_spans(records, episode_id=episode)))
+        console.print(episode_tree(episode_from_spans(records, episode_id=episode), traceback=True))
         if spans:
             tree: Tree = span_tree(records)
             console.print(tree)
@@ -91,7 +91,7 @@ def export(
     """Export spans to JSON lines or Parquet, to train on later or move to another store."""
     since_ns = parse_since(since)
     with _open(db) as store:
-        ids = episode or [None]
+        ids: list[str | None] = list(episode) if episode else [None]
         parquet = out.suffix == ".parquet"
         if parquet and len(ids) > 1:
             raise ConfigError("Parquet export takes at most one --episode; use .jsonl for several")

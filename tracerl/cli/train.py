@@ -8,13 +8,15 @@ from typing import Annotated, Any
 
 import typer
 
+from tracerl.trainers.config import ALGO_NAMES
+
 tasks_app = typer.Typer(help="The task registry: what can be trained and evaluated.", no_args_is_help=True)
 
 
 def train(
     task: Annotated[str, typer.Argument(help="task name (tracerl tasks list)")] = "arithmetic",
     agent: Annotated[str | None, typer.Option(help="rollout function: module:fn or path/file.py:fn")] = None,
-    algo: Annotated[str | None, typer.Option(help="grpo | dr_grpo | rloo | reinforce | reinforce_pp")] = None,
+    algo: Annotated[str | None, typer.Option(help=" | ".join(ALGO_NAMES) + " (default: grpo)")] = None,
     group_size: Annotated[int | None, typer.Option(help="rollouts per task (G)")] = None,
     batch_size: Annotated[int | None, typer.Option(help="tasks per step")] = None,
     lr: Annotated[float | None, typer.Option(help="peak learning rate")] = None,
@@ -39,7 +41,7 @@ def train(
     Before and after training the held-out accuracy is printed; metrics go to OUTPUT/metrics.jsonl
     (and TensorBoard when installed), checkpoints to OUTPUT/checkpoints (HF format).
     """
-    from tracerl.trainers.config import ALGO_NAMES, TrainConfig
+    from tracerl.trainers.config import TrainConfig
 
     overrides: dict[str, Any] = {"task": task}
     flags = {"agent": agent, "model": model, "from_traces": from_traces, "output": output, "seed": seed, "steps": steps,
@@ -65,10 +67,20 @@ def train(
     if dry_run:
         typer.echo(json.dumps(cfg.model_dump(mode="json"), indent=2))
         return
+    from tracerl.trainers.loop import TrainingInterrupted
     from tracerl.trainers.loop import train as run_training
 
-    result = run_training(cfg)
-    typer.echo(_summary(result))
+    if cfg.resume:
+        typer.echo(_resume_line(cfg.output))
+    try:
+        result = run_training(cfg)
+    except TrainingInterrupted as exc:
+        typer.echo(_interrupted_line(exc), err=True)
+        raise typer.Exit(130) from None
+    except KeyboardInterrupt:  # while loading the model, before the first step began
+        typer.echo("interrupted before training started; nothing was trained", err=True)
+        raise typer.Exit(130) from None
+    typer.echo(_summary(result, cfg.eval_size))
 
 
 def _set_dotted(out: dict[str, Any], item: str) -> None:
@@ -90,11 +102,40 @@ def _set_dotted(out: dict[str, Any], item: str) -> None:
     node[leaf] = value
 
 
-def _summary(result: Any) -> str:
+def _checkpoint_step(path: Path) -> int:
+    return int(path.name.rpartition("-")[2])  # step-000012, as checkpoint.save names it
+
+
+def _resume_line(output: Path) -> str:
+    from tracerl.trainers import checkpoint
+
+    found = checkpoint.latest(output / "checkpoints")
+    if found is None:
+        return f"--resume: no checkpoint in {output / 'checkpoints'}, starting from step 0"
+    return f"resuming from step {_checkpoint_step(found)} ({found})"
+
+
+def _interrupted_line(exc: Any) -> str:
+    line = f"interrupted at step {exc.step}"
+    if exc.checkpoint is None:
+        return f"{line}; no checkpoint was saved yet, so --resume (or a fresh run) starts from step 0"
+    saved = _checkpoint_step(exc.checkpoint)
+    again = "" if saved == exc.step else f"; steps after {saved} run again"
+    return f"{line}; checkpoint {exc.checkpoint} saved; continue with --resume{again}"
+
+
+def _summary(result: Any, eval_size: int) -> str:
     def pct(x: float | None) -> str:
         return "n/a" if x is None else f"{x:.1%}"
 
-    lines = [f"accuracy before: {pct(result.accuracy_before)}", f"accuracy after:  {pct(result.accuracy_after)}"]
+    if not eval_size:
+        lines = ["accuracy: not measured (--eval-size 0)"]
+    else:
+        before = pct(result.accuracy_before)
+        if result.start_step:  # measured before step 1, by the run this one continues
+            before = ("not in metrics.jsonl" if result.accuracy_before is None else before) + \
+                f" (measured by the run resumed at step {result.start_step})"
+        lines = [f"accuracy before: {before}", f"accuracy after:  {pct(result.accuracy_after)}"]
     if result.final_checkpoint is not None:
         lines.append(f"checkpoint: {result.final_checkpoint}")
     lines.append(f"metrics: {result.run_dir / 'metrics.jsonl'}")
@@ -164,6 +205,27 @@ def evaluate(
                               ks=pass_k or [], concurrency=concurrency, max_examples=max_examples, split=split,
                               seed=seed, output=output, litellm_model=litellm_model)
     _print_report(task, report, output)
+    _fail_if_all_failed(task, report, output, agent)
+
+
+def _fail_if_all_failed(task: str, report: Any, output: Path, agent: str | None) -> None:
+    """Every episode failing measures the agent's harness, not the model: exit 1, not 0."""
+    from tracerl.core.errors import RolloutError
+    from tracerl.trainers.evaluate import failed_episodes
+
+    failed = failed_episodes(report.episodes)
+    if not report.episodes or len(failed) < len(report.episodes):
+        return
+    first = failed[0]
+    error = (first.error or "").strip().splitlines()
+    what = f"{first.termination_reason.value}: {error[0][:300] if error else 'no message'}"
+    if agent is None:
+        from tracerl import tasks
+
+        agent = tasks.get(task).default_agent
+    raise RolloutError(f"all {len(failed)} episodes of {task} failed, the first with {what}; check the agent "
+                       f"{agent}: each episode's error and traceback are in {output / 'episodes.jsonl'}",
+                       episode_id=first.id)
 
 
 def _print_report(task: str, report: Any, output: Path) -> None:

@@ -32,6 +32,29 @@ def check_bind(host: str, api_key: str | None) -> None:
         )
 
 
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (as uvicorn binds one), for ``uvicorn.Server.run(sockets=...)``.
+
+    Binding first, before the model loads, makes a busy port one line at once instead of a
+    uvicorn log line after a slow start; handing the same socket to uvicorn leaves no moment
+    in which another process could take the port."""
+    import errno
+
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        why = {errno.EADDRINUSE: "the port is in use by another process",
+               errno.EACCES: "this user may not bind that port",
+               errno.EADDRNOTAVAIL: "that address is not one of this machine's"}.get(exc.errno or 0, exc.strerror)
+        raise ConfigError(f"cannot serve on {host}:{port}: {why}; pass another --port (or --host), "
+                          "or stop what holds it") from exc
+    sock.set_inheritable(True)
+    return sock
+
+
 def _free_port(host: str) -> int:
     with socket.socket() as s:
         s.bind((host, 0))

@@ -10,7 +10,7 @@ on the bundled tiny model on a laptop CPU.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -66,7 +66,10 @@ class RFT(_Config):
 
 
 Algo = Annotated[GRPO | DrGRPO | RLOO | Reinforce | ReinforcePP | RFT, Field(discriminator="type")]
-ALGO_NAMES = ("grpo", "dr_grpo", "rloo", "reinforce", "reinforce_pp", "rft")
+# every ``type`` the union accepts, read off it so that a new estimator shows up in --algo's help
+ALGO_NAMES: tuple[str, ...] = tuple(
+    cls.model_fields["type"].default for cls in get_args(get_args(Algo)[0])
+)
 
 
 class LossConfig(_Config):
@@ -150,6 +153,10 @@ class TrainConfig(_Config):
         ],
         description="episodes ending so are counted and left out of the update",
     )
+    max_failed_steps: int = Field(
+        2, ge=1, description="stop the run when every rollout of this many steps in a row failed "
+        "(error, timeout or cancelled): the agent is broken, and training on nothing helps no one"
+    )
     eval_size: int = Field(64, ge=0, description="held-out tasks for accuracy (0 = no eval)")
     eval_every: int = Field(10, ge=0, description="evaluate every N steps (0 = first and last only)")
     eval_temperature: float = Field(0.0, ge=0, description="sampling temperature of the eval")
@@ -204,12 +211,25 @@ def _read_mapping(path: Path) -> dict[str, Any]:
 
             data = yaml.safe_load(text)
     except Exception as exc:  # noqa: BLE001 - any parse error becomes one line
-        raise ConfigError(f"config file {path} could not be parsed: {exc}".splitlines()[0]) from exc
+        raise ConfigError(f"config file {path}{_parse_error(exc)}; fix the file there") from exc
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path} must hold a mapping of settings, not {type(data).__name__}")
     return data
+
+
+def _parse_error(exc: Exception) -> str:
+    """", line L, column C: the parser's problem" (1-based, as editors count), on one line."""
+    mark = getattr(exc, "problem_mark", None)  # PyYAML's MarkedYAMLError
+    if mark is not None:
+        problem = getattr(exc, "problem", None) or str(exc)
+        context = getattr(exc, "context", None)
+        what = f"{problem} ({context})" if context else problem
+        return f", line {mark.line + 1}, column {mark.column + 1}: {what}"
+    if hasattr(exc, "lineno") and hasattr(exc, "colno"):  # json.JSONDecodeError
+        return f", line {exc.lineno}, column {exc.colno}: {exc.msg}"  # type: ignore[attr-defined]
+    return " could not be parsed: " + (str(exc).splitlines() or [type(exc).__name__])[0]
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

@@ -28,6 +28,13 @@ from .metrics import is_correct
 from .rollouts import rollout_seed, run_rollouts
 
 EVAL_SEED = -1  # the rollout_seed "step" of evaluations, apart from every training step
+# episodes that ended so say nothing about the policy: the agent (or its harness) broke
+FAILED_REASONS = frozenset({"error", "timeout", "cancelled"})
+
+
+def failed_episodes(episodes: Sequence[Episode]) -> list[Episode]:
+    """The episodes that ended with an error, a timeout or a cancellation."""
+    return [ep for ep in episodes if ep.termination_reason.value in FAILED_REASONS]
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -113,15 +120,19 @@ def run_eval_command(
     from tracerl.core.otel import setup_tracing
     from tracerl.core.store import SpanStore
 
+    from .model_path import resolve_model
     from .rollouts import load_agent
 
+    if model is not None:  # before anything is written: a typo'd path is one line, not a traceback
+        model = resolve_model(model)
     spec = registry.get(task)
     fn = load_agent(agent or spec.default_agent)
     tasks = spec.tasks(split, max_examples, seed=0)
     output.mkdir(parents=True, exist_ok=True)
     store = SpanStore(str(output / "traces.db"))
     settings = settings.model_copy(update={"store": store.path})
-    tracing = setup_tracing(store)
+    tracing = setup_tracing(use_store=False)  # the sessions name the store: it claims their spans
+    tracing.store(store)
     if external and not litellm_model:
         report = evaluate(fn, tasks, settings, tracing=tracing, n=n, ks=ks, seed=seed, concurrency=concurrency)
     else:

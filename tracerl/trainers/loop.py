@@ -9,11 +9,17 @@ back from the spans, compute advantages per (task, agent) group, make one policy
 update, and load the new weights into the engine with version + 1
 (the gateway stamps later spans with it). A checkpoint after every ``save_every`` steps
 makes a SIGKILL cost at most the step in flight.
+
+Two ways a run ends early: Ctrl-C raises :class:`TrainingInterrupted` (a KeyboardInterrupt
+that says how far the run got), and an agent whose every rollout failed for
+``max_failed_steps`` steps in a row raises a RolloutError (training on nothing would only
+write checkpoints of the untouched weights).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import random
@@ -24,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tracerl.core.errors import ConfigError
+from tracerl.core.errors import ConfigError, RolloutError
 from tracerl.core.otel import Tracing, setup_tracing
 from tracerl.core.rollout import RolloutFunction, RolloutSettings
 from tracerl.core.store import SpanStore
@@ -34,8 +40,9 @@ from tracerl.engines.torch_engine import SMALL_MODEL_PARAMS
 from . import checkpoint, lora
 from .batching import make_batch
 from .config import RFT, TrainConfig
-from .evaluate import evaluate
+from .evaluate import evaluate, failed_episodes
 from .metrics import MetricsLogger, episode_metrics
+from .model_path import resolve_model
 from .producer import Producer
 from .progress import Progress
 from .rft import load_traces, make_rft_batch, select, sft_rows
@@ -54,6 +61,17 @@ class TrainResult:
     accuracy_after: float | None
     history: list[dict[str, float]] = field(default_factory=list)
     final_checkpoint: Path | None = None
+    start_step: int = 0  # > 0 when the run resumed
+    resumed_from: Path | None = None  # the checkpoint it resumed from
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped :func:`train` after ``step`` completed steps; ``checkpoint`` is the newest
+    one on disk (what ``resume`` continues from), None when there is none yet."""
+
+    def __init__(self, step: int, checkpoint: Path | None):
+        super().__init__(f"interrupted at step {step}")
+        self.step, self.checkpoint = step, checkpoint
 
 
 @dataclass
@@ -74,6 +92,9 @@ class _Run:
     eval_tasks: list[Task]
     offline: list[Trajectory] = field(default_factory=list)  # from_traces: what passed the bar
     start_step: int = 0
+    resumed_from: Path | None = None
+    agent_spec: str = "module:fn"  # how to name the agent in a message (--agent ...)
+    failed_steps: int = 0  # consecutive steps whose every rollout failed
     version: int = 0
     nonce: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
 
@@ -88,13 +109,15 @@ def train(cfg: TrainConfig, *, agent: RolloutFunction | None = None, tracing: Tr
     run = _setup(cfg, agent, tracing)
     progress = Progress(cfg, console, start=run.start_step)
     logger = MetricsLogger(cfg.output, cfg)
-    result = TrainResult(cfg.output, None, None)
+    result = TrainResult(cfg.output, None, None, start_step=run.start_step, resumed_from=run.resumed_from)
     try:
         with _serving(run) as (gateway_url, engine):
             engine.update_weights(lora.merged_state_dict(run.model), run.version)  # resumed or adapted weights
             settings = cfg.rollout.model_copy(update={"gateway_url": gateway_url, "store": run.store.path})
             if run.start_step == 0 and cfg.eval_size:
                 result.accuracy_before = _evaluate(run, settings, 0, logger, progress)
+            elif cfg.eval_size:  # measured by the run this one continues
+                result.accuracy_before = _earlier_accuracy(cfg.output)
             producer = Producer(lambda step: _rollouts(run, settings, step), run.start_step, cfg.steps,
                                 0 if cfg.from_traces else cfg.async_staleness)
             for step, episodes, rollout_s in _steps(run, producer):
@@ -106,15 +129,32 @@ def train(cfg: TrainConfig, *, agent: RolloutFunction | None = None, tracing: Tr
                 logger.log(step + 1, metrics)
                 result.history.append({"step": step + 1, **metrics})
                 progress.step(step + 1, metrics)
-                if (cfg.save_every and (step + 1) % cfg.save_every == 0) or step + 1 == cfg.steps:
+                # a step whose rollouts all failed updated on nothing: a resume should redo it
+                all_failed = bool(episodes) and len(failed_episodes(episodes)) == len(episodes)
+                if not all_failed and ((cfg.save_every and (step + 1) % cfg.save_every == 0) or step + 1 == cfg.steps):
                     result.final_checkpoint = _save(run, step + 1)
             if cfg.eval_size:
                 result.accuracy_after = _evaluate(run, settings, cfg.steps, logger, progress)
+    except KeyboardInterrupt as exc:
+        done = int(result.history[-1]["step"]) if result.history else run.start_step
+        raise TrainingInterrupted(done, checkpoint.latest(cfg.output / "checkpoints")) from exc
     finally:
         progress.close()
         logger.close()
         run.tracing.flush()
     return result
+
+
+def _earlier_accuracy(output: Path) -> float | None:
+    """The before-training accuracy a resumed run's first part logged (metrics.jsonl, step 0)."""
+    found = None
+    with contextlib.suppress(OSError), open(output / "metrics.jsonl") as fh:
+        for line in fh:
+            with contextlib.suppress(ValueError):
+                record = json.loads(line)
+                if record.get("step") == 0 and "eval/accuracy" in record:
+                    found = float(record["eval/accuracy"])  # the last: a folder may hold restarts
+    return found
 
 
 @contextlib.contextmanager
@@ -151,7 +191,6 @@ def _setup(cfg: TrainConfig, agent: RolloutFunction | None, tracing: Tracing | N
     from transformers.utils import logging as hf_logging
 
     from tracerl import tasks
-    from tracerl.models import tiny_model_path
 
     if cfg.rollout.temperature <= 0:
         raise ConfigError("rollout.temperature must be > 0 to train (greedy samples have no usable logprobs)")
@@ -162,8 +201,9 @@ def _setup(cfg: TrainConfig, agent: RolloutFunction | None, tracing: Tracing | N
     if cfg.deterministic:
         torch.use_deterministic_algorithms(True)
     spec = tasks.get(cfg.task)
-    agent = agent or load_agent(cfg.agent or spec.default_agent)
-    base = str(cfg.model or tiny_model_path())
+    agent_spec = cfg.agent or (spec.default_agent if agent is None else "module:fn")
+    agent = agent or load_agent(agent_spec)
+    base = resolve_model(cfg.model)
     if not cfg.resume and checkpoint.latest(cfg.output / "checkpoints") is not None:
         raise ConfigError(f"{cfg.output} holds a previous run's checkpoints; pass --resume to continue it, "
                           "or choose another --output (nothing there was changed)")
@@ -174,9 +214,10 @@ def _setup(cfg: TrainConfig, agent: RolloutFunction | None, tracing: Tracing | N
         log.warning("--resume: no checkpoint in %s, starting from step 0", cfg.output)
     device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
     adapter = found is not None and lora.is_adapter_checkpoint(found)
-    model = AutoModelForCausalLM.from_pretrained(str(base if adapter or found is None else found),
-                                                 dtype=torch.float32).to(device)
-    if adapter:
+    model: Any = AutoModelForCausalLM.from_pretrained(str(base if adapter or found is None else found),
+                                                      dtype=torch.float32)
+    model.to(device)
+    if adapter and found is not None:
         model = lora.load(model, found)
     elif cfg.lora is not None:
         model = lora.apply(model, cfg.lora)
@@ -187,17 +228,21 @@ def _setup(cfg: TrainConfig, agent: RolloutFunction | None, tracing: Tracing | N
         torch.set_num_threads(1)
     ref_model = None
     if cfg.loss.kl_beta > 0:
-        ref_model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32).to(device).eval()
-        ref_model.requires_grad_(False)
+        ref_model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+        ref_model.to(device)  # type: ignore[arg-type]
+        ref_model.eval().requires_grad_(False)
     optimizer, scheduler = make_optimizer(model, cfg, cfg.steps)
     store = SpanStore(str(cfg.output / "traces.db"))
-    if tracing is not None:
-        tracing = setup_tracing(store, tracer_provider=tracing.provider)
+    # The run's sessions name its store, which claims their spans (every rollout's, the
+    # adapters' included): none go to the app's shared store, and the run's holds nothing else.
+    tracing = setup_tracing(use_store=False, tracer_provider=tracing.provider if tracing else None)
+    tracing.store(store)
     run = _Run(
         cfg=cfg, agent=agent, base=base, model=model, tokenizer=tokenizer, ref_model=ref_model,
-        optimizer=optimizer, scheduler=scheduler, store=store, tracing=tracing or setup_tracing(store),
+        optimizer=optimizer, scheduler=scheduler, store=store, tracing=tracing,
         train_tasks=spec.tasks("train", cfg.steps * cfg.batch_size, seed=cfg.seed),
         eval_tasks=spec.tasks("test", cfg.eval_size, seed=0) if cfg.eval_size else [],
+        agent_spec=agent_spec,
     )
     if cfg.from_traces is not None:
         assert isinstance(cfg.algo, RFT)
@@ -216,6 +261,7 @@ def _setup(cfg: TrainConfig, agent: RolloutFunction | None, tracing: Tracing | N
             scheduler.load_state_dict(state["scheduler"])
         checkpoint.set_rng_state(state["rng"])
         run.start_step, run.version = int(state["step"]), int(state["weight_version"])
+        run.resumed_from = found
         log.info("resumed from %s (step %d)", found, run.start_step)
     return run
 
@@ -241,7 +287,7 @@ def _offline_step(run: _Run, step: int) -> dict[str, float]:
     t0 = time.perf_counter()
     update = sft_update(run.model, run.optimizer, run.scheduler, sft_rows(chosen), cfg)
     return {**update, "time/update_s": time.perf_counter() - t0, "rft/offline_trajectories": float(n),
-            "policy/weight_version": float(run.version + 1)}
+            "rft/step_trajectories": float(len(chosen)), "policy/weight_version": float(run.version + 1)}
 
 
 def _steps(run: _Run, producer: Producer) -> Iterator[tuple[int, list[Episode], float]]:
@@ -264,7 +310,7 @@ def _rollouts(run: _Run, settings: RolloutSettings, step: int) -> list[Episode]:
         for i, task in enumerate(tasks) for g in range(cfg.group_size)
     ]
     episodes = run_rollouts(run.agent, jobs, tracing=run.tracing, concurrency=cfg.concurrency)
-    _warn_if_all_failed(episodes, step)
+    _check_failures(run, episodes, step)
     return episodes
 
 
@@ -288,11 +334,25 @@ def _train_step(run: _Run, episodes: list[Episode], rollout_s: float) -> dict[st
     return metrics
 
 
-def _warn_if_all_failed(episodes: list[Episode], step: int) -> None:
-    failed = [ep for ep in episodes if ep.termination_reason.value in ("error", "timeout", "cancelled")]
-    if episodes and len(failed) == len(episodes):
-        log.warning("step %d: every rollout failed (e.g. %s: %s); is the agent configured right?",
-                    step + 1, failed[0].termination_reason.value, failed[0].error)
+def _check_failures(run: _Run, episodes: list[Episode], step: int) -> None:
+    """Warn when every rollout of a step failed; stop the run after ``max_failed_steps`` in a row."""
+    failed = failed_episodes(episodes)
+    if not episodes or len(failed) < len(episodes):
+        run.failed_steps = 0
+        return
+    run.failed_steps += 1
+    first = failed[0]
+    error = (first.error or "").strip().splitlines()
+    what = f"{first.termination_reason.value}: {error[0][:300] if error else 'no message'}"
+    in_a_row = f" ({run.failed_steps} steps in a row)" if run.failed_steps > 1 else ""
+    if run.failed_steps >= run.cfg.max_failed_steps:
+        raise RolloutError(
+            f"step {step + 1}: all {len(episodes)} rollouts failed{in_a_row}, the first with {what}; "
+            f"check the agent: run `tracerl eval {run.cfg.task} --agent {run.agent_spec} --max-examples 1` "
+            "to see one episode's error", episode_id=first.id)
+    log.warning("step %d: all %d rollouts failed, the first with %s; is the agent configured right? "
+                "(the run stops after %d such steps in a row)", step + 1, len(episodes), what,
+                run.cfg.max_failed_steps)
 
 
 def _evaluate(run: _Run, settings: RolloutSettings, step: int, logger: MetricsLogger | None,

@@ -88,7 +88,8 @@ def aggregate(
     numerator, count = _AGG[agg]
     mask = mask.to(loss.dtype)
     denom = count(mask).clamp(min=1) if normalizer is None else max(normalizer, 1.0)
-    return numerator(loss, mask) / (denom * (max_tokens if agg == "constant" else 1))
+    scale = max_tokens if agg == "constant" and max_tokens is not None else 1  # checked above
+    return numerator(loss, mask) / (denom * scale)
 
 
 def loss_normalizer(agg: str, masks: Sequence[Tensor]) -> float:

@@ -63,7 +63,10 @@ class Producer:
         try:
             for step in range(self.start, self.end):
                 with self._cond:  # start step s once the update of step s - 1 - staleness landed
-                    self._cond.wait_for(lambda s=step: self._stop or self._updates_done >= s - self.max_staleness)
+                    def ready(s: int = step) -> bool:
+                        return self._stop or self._updates_done >= s - self.max_staleness
+
+                    self._cond.wait_for(ready)
                     if self._stop:
                         return
                 t0 = time.perf_counter()

@@ -35,9 +35,7 @@ class Progress:
     def step(self, step: int, metrics: dict[str, float]) -> None:
         if self._bar is None:
             return
-        status = (f"reward {metrics.get('rollout/reward_mean', 0.0):.3f}  "
-                  f"acc {metrics.get('rollout/accuracy', 0.0):.1%}  "
-                  f"rollout {metrics.get('time/rollout_s', 0.0):.1f}s update {metrics.get('time/update_s', 0.0):.1f}s")
+        status = _offline_status(metrics) if self.cfg.from_traces else _rollout_status(metrics)
         self._bar.update(self._task, completed=step, status=status)
         if step % max(1, self.cfg.steps // 10) == 0 or step == self.cfg.steps:
             self.console.print(f"step {step:4d}  {status}")
@@ -46,3 +44,17 @@ class Progress:
         if self._bar is not None:
             self._bar.stop()
             self._bar = None
+
+
+def _rollout_status(metrics: dict[str, float]) -> str:
+    return (f"reward {metrics.get('rollout/reward_mean', 0.0):.3f}  "
+            f"acc {metrics.get('rollout/accuracy', 0.0):.1%}  "
+            f"rollout {metrics.get('time/rollout_s', 0.0):.1f}s update {metrics.get('time/update_s', 0.0):.1f}s")
+
+
+def _offline_status(metrics: dict[str, float]) -> str:
+    """A step on recorded traces has no rollouts, so no reward or rollout time: say what it has."""
+    return (f"loss {metrics.get('loss/sft', 0.0):.4f}  "
+            f"trajectories {metrics.get('rft/step_trajectories', 0.0):.0f} of "
+            f"{metrics.get('rft/offline_trajectories', 0.0):.0f}  "
+            f"update {metrics.get('time/update_s', 0.0):.1f}s")

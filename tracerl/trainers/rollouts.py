@@ -70,9 +70,15 @@ def run_rollouts(
     """Run ``(task, episode_id, settings)`` jobs, ``concurrency`` at a time; episodes in job order."""
     if agent.is_async:
         return asyncio.run(_run_async(agent, jobs, tracing, concurrency))
-    with concurrent.futures.ThreadPoolExecutor(concurrency, thread_name_prefix="tracerl-agent") as pool:
+    pool = concurrent.futures.ThreadPoolExecutor(concurrency, thread_name_prefix="tracerl-agent")
+    try:
         futures = [pool.submit(_guarded, agent, t, eid, s, tracing) for t, eid, s in jobs]
-        return [f.result() for f in futures]
+        episodes = [f.result() for f in futures]
+    except BaseException:  # Ctrl-C: drop the queued rollouts now; running ones end on their own
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+    return episodes
 
 
 def _guarded(agent: Callable[..., Any], task: Task, episode_id: str, settings: RolloutSettings,

@@ -61,7 +61,8 @@ def policy_update(
     model.train()
     with torch.no_grad():  # the policy that the ratio is taken against, and the reference
         for mb in batches:
-            mb["old_logprobs"] = _forward_logprobs(model, mb, temperature)[0] if cfg.optim.epochs > 1 else None
+            if cfg.optim.epochs > 1:  # else the ratio is taken against the logprobs of this very pass
+                mb["old_logprobs"] = _forward_logprobs(model, mb, temperature)[0]
             if ref_model is not None and cfg.loss.kl_beta > 0:
                 mb["ref_logprobs"] = _forward_logprobs(ref_model, mb, temperature)[0]
     masked = max(1.0, sum(float(b["mask"].sum()) for b in batches))  # token-mean metric weights
@@ -69,7 +70,7 @@ def policy_update(
     for _epoch in range(cfg.optim.epochs):
         for mb in batches:
             logprobs, logits = _forward_logprobs(model, mb, temperature)
-            old = mb["old_logprobs"] if mb["old_logprobs"] is not None else logprobs.detach()
+            old = mb["old_logprobs"] if "old_logprobs" in mb else logprobs.detach()
             loss, metrics = policy_loss(
                 logprobs, old, mb["advantages"], mb["mask"],
                 eps_low=cfg.loss.eps_low, eps_high=cfg.loss.eps_high, agg=cfg.loss.agg,
