@@ -10,7 +10,7 @@ import httpx
 import tracerl
 
 
-def _ask(task: tracerl.Task, config: tracerl.RolloutConfig) -> str:
+def _ask(task: tracerl.Task, config: tracerl.RolloutContext) -> str:
     body = {"model": config.model, "messages": [{"role": "user", "content": task.data["question"]}],
             **config.sampling}
     with httpx.Client(base_url=config.base_url, timeout=60) as http:
@@ -20,7 +20,7 @@ def _ask(task: tracerl.Task, config: tracerl.RolloutConfig) -> str:
 
 
 @tracerl.rollout
-def parity_agent(task: tracerl.Task, config: tracerl.RolloutConfig) -> dict:
+def parity_agent(task: tracerl.Task, config: tracerl.RolloutContext) -> dict:
     """Reward 1 when the answer's length plus the rollout's seed is even: about half the
     samples whatever the model says, so groups have variance (mechanics tests only)."""
     text = _ask(task, config)
@@ -34,7 +34,7 @@ def _bucket(episode_seed: int | None, task: tracerl.Task) -> int:
 
 
 @tracerl.rollout
-def flaky_agent(task: tracerl.Task, config: tracerl.RolloutConfig) -> dict:
+def flaky_agent(task: tracerl.Task, config: tracerl.RolloutContext) -> dict:
     """Raises on ~10% of rollouts and hangs past the timeout on another ~10%."""
     bucket = _bucket(config.sampling.get("seed"), task)
     if bucket == 0:

@@ -243,7 +243,7 @@ def test_agent_without_adapter_only_the_session_url(world, tiny_engine):
     w = world
 
     @tracerl.rollout
-    def solve(task: tracerl.Task, config: tracerl.RolloutConfig) -> dict:
+    def solve(task: tracerl.Task, config: tracerl.RolloutContext) -> dict:
         client = OpenAI(**config.openai_kwargs())
         reply = client.chat.completions.create(model=config.model, messages=ARITHMETIC.messages(task),
                                                **config.sampling)

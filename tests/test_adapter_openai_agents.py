@@ -179,6 +179,18 @@ def test_uninstrument_restores_the_sdk_processors(tracing):
     assert tuple(provider._multi_processor._processors) == before
 
 
+def test_the_private_names_the_adapter_reads_exist_in_this_sdk():
+    """The SDK can set its processors and switch tracing, but not say what they were, which
+    uninstrument restores: if a new version renames what the adapter reads, this fails first."""
+    from agents.tracing import get_trace_provider
+
+    from tracerl.adapters import openai_agents as adapter
+
+    provider = get_trace_provider()
+    assert isinstance(adapter._processors(provider), tuple)
+    assert hasattr(provider, "_manual_disabled") and hasattr(provider, "_refresh_disabled_flag")
+
+
 @pytest.mark.parametrize("streamed", [False, True])
 async def test_an_agent_on_the_sdk_default_model_trains_through_the_gateway(tracing, instrumented, tiny_engine,
                                                                            streamed):

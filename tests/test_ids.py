@@ -4,6 +4,7 @@ SDK's samplers look, and the user's own id generator is respected."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -14,7 +15,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import TraceFlags
 
-from tracerl.core.ids import new_episode_id, time_ordered_trace_id
+from tracerl.core.ids import TimeOrderedIdGenerator, new_episode_id, time_ordered_trace_id
 from tracerl.core.otel import setup_tracing
 from tracerl.core.rollout import Session
 from tracerl.core.store import SpanStore
@@ -53,8 +54,9 @@ def test_the_gateways_own_traces_are_time_ordered():
     assert abs(_ms(int(trace_id, 16)) - time.time_ns() // 1_000_000) < 5_000
 
 
-def test_tracerl_spans_take_time_ordered_ids_on_a_provider_with_the_sdk_default(tmp_path):
-    tracing = setup_tracing(SpanStore(tmp_path / "a.db"), tracer_provider=TracerProvider())
+def test_time_ordered_ids_keep_the_w3c_random_flag(tmp_path):
+    tracing = setup_tracing(SpanStore(tmp_path / "a.db"),
+                            tracer_provider=TracerProvider(id_generator=TimeOrderedIdGenerator()))
     tracer = tracing.tracer("tracerl.test")
     first = tracer.start_span("first").get_span_context()
     time.sleep(0.003)
@@ -79,17 +81,7 @@ def test_a_providers_own_id_generator_is_respected(tmp_path):
     assert (span.get_span_context().trace_id, span.get_span_context().span_id) == (0xABC, 0x5)
 
 
-def test_an_id_generator_named_in_the_environment_is_respected(tmp_path, monkeypatch):
-    monkeypatch.setenv("OTEL_PYTHON_ID_GENERATOR", "random")
-    tracing = setup_tracing(SpanStore(tmp_path / "d.db"), tracer_provider=TracerProvider())
-    trace_ids = [tracing.tracer("tracerl.test").start_span("x").get_span_context().trace_id for _ in range(3)]
-    now_ms = time.time_ns() // 1_000_000
-    assert not any(abs(_ms(t) - now_ms) < 10**9 for t in trace_ids)  # uniformly random: not the time
-
-
-def test_the_provider_tracerl_creates_orders_every_tracers_ids(tmp_path):
-    """With no global provider, tracerl's own gives third-party tracers (OpenInference's, say)
-    time-ordered trace ids too: their spans go to the same store."""
+def _global_provider_ids(tmp_path, env: dict[str, str]) -> tuple[str, int]:
     code = textwrap.dedent(f"""
         from opentelemetry import trace
         from tracerl.core.otel import setup_tracing
@@ -97,7 +89,21 @@ def test_the_provider_tracerl_creates_orders_every_tracers_ids(tmp_path):
         span = trace.get_tracer("someone.else").start_span("x")
         print(type(tracing.provider.id_generator).__name__, span.get_span_context().trace_id >> 80)
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True,
+                         env={**os.environ, **env})
     name, ms = out.stdout.split()
+    return name, int(ms)
+
+
+def test_an_id_generator_named_in_the_environment_is_respected(tmp_path):
+    name, ms = _global_provider_ids(tmp_path, {"OTEL_PYTHON_ID_GENERATOR": "random"})
+    assert name == "RandomIdGenerator"
+    assert abs(ms - time.time_ns() // 1_000_000) > 10**9  # uniformly random: not the time
+
+
+def test_the_provider_tracerl_creates_orders_every_tracers_ids(tmp_path):
+    """With no global provider, tracerl's own gives third-party tracers (OpenInference's, say)
+    time-ordered trace ids too: their spans go to the same store."""
+    name, ms = _global_provider_ids(tmp_path, {})
     assert name == "TimeOrderedIdGenerator"
-    assert abs(int(ms) - time.time_ns() // 1_000_000) < 60_000
+    assert abs(ms - time.time_ns() // 1_000_000) < 60_000

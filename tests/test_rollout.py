@@ -97,6 +97,30 @@ def test_exceptions_and_timeouts_become_termination_reasons(server, tracing):
     assert ep.termination_reason is tracerl.TerminationReason.ERROR
     assert ep.error == "RuntimeError: tool exploded"
     assert len(ep.steps) == 1  # what happened before the crash is kept
+    assert "in crashes" in ep.traceback and 'raise RuntimeError("tool exploded")' in ep.traceback
+
+
+def test_an_agents_traceback_is_kept_on_its_span_and_in_exported_traces(server, tracing, caplog):
+    """The exception is an ``exception`` event on the episode span (as the SDK's
+    record_exception writes it), so an episode read back later from the store has it too;
+    the log says it once, not once per failing episode."""
+    from tracerl.core.convert import episode_from_spans
+
+    @tracerl.rollout
+    def crashes(task, config):
+        raise ValueError("bad tool arguments")
+
+    episodes = [crashes({"id": f"t{i}"}, _settings(server), tracing=tracing) for i in range(5)]
+    tracing.flush()
+    store = next(iter(tracing.stores.values()))
+    spans = store.spans(session_id=episodes[0].id)
+    [root] = [s for s in spans if s.name == "tracerl.episode"]
+    [event] = [e for e in root.events if e.name == "exception"]
+    assert event.attributes["exception.type"] == "ValueError"
+    again = episode_from_spans(spans, episode_id=episodes[0].id)
+    assert again.error == "ValueError: bad tool arguments" and "in crashes" in (again.traceback or "")
+    warnings = [r for r in caplog.records if r.levelname == "WARNING" and "bad tool arguments" in r.getMessage()]
+    assert len(warnings) == 1 and "test_rollout.py" in warnings[0].getMessage()
 
     @tracerl.rollout(timeout_s=0.3)
     def hangs(task, config):

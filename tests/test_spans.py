@@ -24,7 +24,7 @@ from opentelemetry.trace import Status, StatusCode
 from otlp_receiver import OTLPReceiver
 
 from tracerl.core.errors import SpanDecodeError
-from tracerl.core.spans import SpanRecord, decode_otlp, dumps_jsonl, from_readable_span, read_jsonl
+from tracerl.core.spans import SpanRecord, decode_otlp, dumps_jsonl, read_jsonl, span_record
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
 SPAN = "b7ad6b7169203331"
@@ -107,7 +107,7 @@ def test_official_exporter_protobuf_json_and_sdk_give_identical_records(receiver
     content_type, body = receiver.bodies[0]
     assert content_type == "application/x-protobuf"
 
-    from_sdk = _by_id([from_readable_span(s) for s in spans])
+    from_sdk = _by_id([span_record(s) for s in spans])
     from_proto = _by_id(decode_otlp(body, content_type))
     from_json = _by_id(decode_otlp(_otlp_json(body), "application/json"))
     assert from_proto == from_sdk
@@ -144,7 +144,7 @@ def test_all_zero_parent_id_means_root() -> None:
 
 
 def test_jsonl_round_trip_is_exact() -> None:
-    records = [from_readable_span(s) for s in _make_spans()]
+    records = [span_record(s) for s in _make_spans()]
     records.append(SpanRecord(TRACE, SPAN, None, "nested", 5, 7, attributes={"kv": {"a": [1, {"b": None}]}}))
     lines = list(dumps_jsonl(records))
     assert all(line.endswith("\n") and line.count("\n") == 1 for line in lines)

@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tracerl.core.errors import SpanDecodeError, StoreError
-from tracerl.core.spans import SpanRecord, from_readable_span
+from tracerl.core.spans import SpanRecord, span_record
 from tracerl.core.store import SessionSummary, SpanStore, StoreExporter
 
 T1, T2, T3 = "a1" * 16, "b2" * 16, "c3" * 16
@@ -168,7 +168,7 @@ def test_store_exporter_under_batch_span_processor(store: SpanStore) -> None:
         ):
             pass
     assert provider.force_flush(10_000)
-    expected = sorted((from_readable_span(s).to_dict() for s in memory.get_finished_spans()),
+    expected = sorted((span_record(s).to_dict() for s in memory.get_finished_spans()),
                       key=lambda d: (d["start_ns"], d["span_id"]))
     assert [r.to_dict() for r in store.spans()] == expected
     assert {s.session_id: (s.spans, s.llm_calls) for s in store.sessions()} == {f"s{i}": (20, 10) for i in range(4)}
@@ -188,7 +188,7 @@ def test_store_exporter_reports_failure_instead_of_raising(tmp_path: Path) -> No
     with sqlite3.connect(path) as other:
         other.execute("CREATE TRIGGER refuse BEFORE INSERT ON spans BEGIN SELECT RAISE(ABORT, 'disk full'); END")
     with pytest.raises(StoreError, match="writing 1 spans to .* failed: disk full"):
-        store.add(from_readable_span(s) for s in spans)
+        store.add(span_record(s) for s in spans)
     exporter = StoreExporter(store)
     assert exporter.export(spans) is SpanExportResult.FAILURE
     with sqlite3.connect(path) as other:

@@ -27,6 +27,8 @@ _EXPORTS: dict[str, str] = {
     "Message": "tracerl.core.types",
     "MissingDependencyError": "tracerl.core.errors",
     "RolloutConfig": "tracerl.core.rollout",
+    "RolloutContext": "tracerl.core.rollout",
+    "RolloutError": "tracerl.core.errors",
     "RolloutSettings": "tracerl.core.rollout",
     "Session": "tracerl.core.rollout",
     "SpanDecodeError": "tracerl.core.errors",
@@ -62,6 +64,8 @@ __all__ = [
     "Message",
     "MissingDependencyError",
     "RolloutConfig",
+    "RolloutContext",
+    "RolloutError",
     "RolloutSettings",
     "SamplingParams",
     "Session",
@@ -117,6 +121,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from tracerl.core.errors import (
         ConfigError,
         MissingDependencyError,
+        RolloutError,
         SpanDecodeError,
         StoreError,
         TracerlError,
@@ -124,6 +129,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from tracerl.core.otel import setup_tracing
     from tracerl.core.rollout import (
         RolloutConfig,
+        RolloutContext,
         RolloutSettings,
         Session,
         emit_reward,

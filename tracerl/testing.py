@@ -21,7 +21,7 @@ import time
 import uuid
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal
 
 from opentelemetry import baggage, trace
 from opentelemetry.propagate import extract
@@ -107,7 +107,7 @@ class ScriptedServer:
     @property
     def url(self) -> str:
         host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host!s}:{port}"
 
     def session_url(self, session_id: str) -> str:
         return f"{self.url}/sessions/{session_id}/v1"
@@ -147,7 +147,9 @@ class ScriptedServer:
         logprobs = [-math.log(2.0)] * len(response_ids)
         finish = "tool_calls" if tool_calls else "stop"
         rid = f"chatcmpl-{uuid.uuid4().hex}"
-        session = session or baggage.get_baggage(sc.BAGGAGE_SESSION_KEY, extract(headers))
+        if session is None:
+            found = baggage.get_baggage(sc.BAGGAGE_SESSION_KEY, extract(headers))
+            session = str(found) if found else None
         with self._lock:
             key = session or "unassigned"
             seq = self._sequence.get(key, 0)
@@ -354,7 +356,7 @@ class ScriptedEngine:
         text = self.script(self._tokenizer.decode(prompt_ids, skip_special_tokens=False))
         ids = [*self._tokenizer.encode(text, add_special_tokens=False), self._tokenizer.eos_token_id]
         ids = ids[: params.max_tokens]
-        finish = "stop" if ids[-1] == self._tokenizer.eos_token_id else "length"
+        finish: Literal["stop", "length"] = "stop" if ids[-1] == self._tokenizer.eos_token_id else "length"
         return [Generation(list(ids), [self.logprob] * len(ids), finish, self.weight_version,
                            self._tokenizer.eos_token_id if finish == "stop" else None)
                 for _ in range(params.n)]

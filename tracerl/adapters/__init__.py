@@ -1,20 +1,21 @@
 """Framework adapters: one line turns an agent's framework calls into training traces.
 
-    tracerl.instrument("langgraph")      # or "langchain", "all"
+    tracerl.instrument("langgraph")      # or "langchain", "openai-agents", "litellm", "all"
 
-Each adapter is a module with idempotent ``instrument()`` / ``uninstrument()`` on the
-framework's own extension point (LangChain's configure hook for callbacks). Spans go to the
-span store by default (``store=``), to an OTLP endpoint when ``otlp_endpoint=`` is given,
-through the app's own TracerProvider when it has one.
+Each adapter is an :class:`~.base.Instrumentor` on the framework's own extension point
+(LangChain's configure hook for callbacks, the Agents SDK's trace processors, LiteLLM's
+callback manager), writing ordinary OpenTelemetry SDK spans through the app's
+TracerProvider (or a new one) into the span store, and an OTLP endpoint when given.
 """
 
 from __future__ import annotations
 
 import importlib
-import inspect
 from typing import Any
 
 from tracerl.core.errors import ConfigError
+
+from .base import Instrumentor
 
 # framework name -> adapter module (LangGraph runs on LangChain's callback system)
 ADAPTERS: dict[str, str] = {
@@ -25,47 +26,54 @@ ADAPTERS: dict[str, str] = {
 }
 
 
-def _modules(framework: str) -> list[Any]:
+def instrumentors(framework: str = "all") -> list[Instrumentor]:
+    """The adapters ``framework`` names ("all": each whose framework is installed)."""
     if framework == "all":
-        names = sorted(set(ADAPTERS.values()))
-    elif framework in ADAPTERS:
-        names = [ADAPTERS[framework]]
-    else:
+        found = []
+        for name in sorted(set(ADAPTERS.values())):
+            try:
+                found.append(importlib.import_module(name)._instrumentor)
+            except ImportError:  # that framework is not installed: nothing to instrument
+                continue
+        return found
+    if framework not in ADAPTERS:
         raise ConfigError(f"unknown framework {framework!r}; choose one of {sorted(ADAPTERS)} or 'all'")
-    return [importlib.import_module(n) for n in names]
+    return [importlib.import_module(ADAPTERS[framework])._instrumentor]
 
 
-def instrument(framework: str = "all", **options: Any) -> None:
-    """Instrument ``framework`` ("all": every adapter whose framework is installed).
+def instrument(
+    framework: str = "all",
+    *,
+    store: Any = None,
+    otlp_endpoint: str | None = None,
+    tracer_provider: Any = None,
+    propagate: bool = True,
+    capture_content: bool | None = None,
+    workflow_spans: bool = False,
+) -> None:
+    """Record every LLM call (and tool run, agent, handoff) of ``framework`` in this process as
+    OpenTelemetry spans. Idempotent: a second call logs and changes nothing.
 
-    Options every adapter takes: ``store``, ``otlp_endpoint``, ``tracer_provider``,
-    ``propagate``, ``capture_content`` (``False``: no message content on the spans; the
-    default comes from ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``, else on). An
-    adapter-specific one (``workflow_spans=True``: LangChain/LangGraph graph and node spans,
-    the Agents SDK's workflow span) goes to the adapters that take it; one that no selected
-    adapter takes is an error."""
-    modules = _modules_installed(framework)
-    accepted = [set(inspect.signature(m.instrument).parameters) for m in modules]
-    unknown = sorted(set(options) - set().union(*accepted)) if modules else []
-    if unknown:
-        raise ConfigError(f"tracerl.instrument({framework!r}) got unknown option(s) {unknown}; "
-                          f"the options are {sorted(set().union(*accepted))}")
-    for module, names in zip(modules, accepted):
-        module.instrument(**{k: v for k, v in options.items() if k in names})
+    ``framework``: "langgraph", "langchain", "openai-agents", "litellm", or "all" (each one
+    installed). ``store``: a :class:`~tracerl.SpanStore` or path for spans outside a session
+    that names its own (default: the provider's store, else ``$TRACERL_HOME/traces.db``).
+    ``otlp_endpoint``: also export to this OTLP/HTTP endpoint. ``tracer_provider``: an SDK
+    ``TracerProvider`` to write through (default: the global one, installed if missing).
+    ``propagate``: send W3C ``traceparent``/``baggage`` on the framework's HTTP calls, which
+    joins the gateway's token-level span to the framework's. ``capture_content``: record
+    messages, tool definitions and tool arguments (default: OpenTelemetry's
+    ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``, else yes). ``workflow_spans``: also
+    a span per graph and node run (LangChain/LangGraph) or ``Runner.run`` (Agents SDK); with
+    "all" it goes to the adapters that have them.
+    """
+    chosen = instrumentors(framework)
+    for adapter in chosen:
+        adapter.instrument(store=store, otlp_endpoint=otlp_endpoint, tracer_provider=tracer_provider,
+                           propagate=propagate, capture_content=capture_content,
+                           workflow_spans=workflow_spans and (adapter.has_workflow_spans or len(chosen) == 1))
 
 
 def uninstrument(framework: str = "all") -> None:
-    for module in _modules_installed(framework):
-        module.uninstrument()
-
-
-def _modules_installed(framework: str) -> list[Any]:
-    if framework != "all":
-        return _modules(framework)
-    out = []
-    for name in sorted(set(ADAPTERS.values())):
-        try:
-            out.append(importlib.import_module(name))
-        except ImportError:  # that framework is not installed: nothing to instrument
-            continue
-    return out
+    """Take ``framework``'s adapter out; the framework is left exactly as it was."""
+    for adapter in instrumentors(framework):
+        adapter.uninstrument()

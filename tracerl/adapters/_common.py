@@ -1,4 +1,4 @@
-"""What every adapter shares: the tracer, HTTP propagation, and message conversion.
+"""What every adapter shares: content capture, HTTP propagation, and message conversion.
 
 Adapters write OTel GenAI semantic-convention spans plus ``tracerl.*`` attributes. Each LLM
 span is made the current span while the framework performs the HTTP call, and the httpx /
@@ -18,29 +18,16 @@ import os
 import threading
 from typing import Any
 
-from opentelemetry import baggage as otel_baggage
-from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
-from opentelemetry.baggage.propagation import W3CBaggagePropagator
-from opentelemetry.propagators.composite import CompositePropagator
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from tracerl.core import _json
 from tracerl.core.errors import ConfigError
 from tracerl.core.messages import genai_doc
-from tracerl.core.otel import TRACER_NAME, Tracing, setup_tracing
 
 log = logging.getLogger(__name__)
-_BAGGAGE_KEY = getattr(otel_baggage, "_BAGGAGE_KEY", None)  # where the API keeps baggage in a Context
 _lock = threading.Lock()
 _http_users: set[str] = set()  # adapters that asked for HTTP propagation
 _patched: list[tuple[Any, str]] = []  # (class, method) wrapped to inject W3C headers
-
-
-def tracing_for(store: Any = None, otlp_endpoint: str | None = None, tracer_provider: Any = None,
-                use_store: bool = True) -> Tracing:
-    """The tracing an adapter writes to: our processors on the user's (or a new) provider."""
-    return setup_tracing(store, otlp_endpoint=otlp_endpoint, tracer_provider=tracer_provider, use_store=use_store)
 
 
 CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
@@ -75,18 +62,9 @@ def capture_content(option: bool | None = None) -> bool:
     return capture
 
 
-def tracer(tracing: Tracing, name: str) -> trace.Tracer:
-    return tracing.tracer(f"{TRACER_NAME}.{name}")
-
-
 def set_attributes(span: trace.Span, build: Any, *args: Any) -> None:
     """``span.set_attributes(build(*args))`` if the span records; a builder that raises costs
-    its attributes (logged), never the span or the framework's call.
-
-    Built now, not when the span is replayed: the JSON strings are all that outlive the call,
-    while deferring the build would keep the framework's result objects alive until then and
-    the garbage collector pays about as much for that as the build costs (measured: 8-12 us per LLM
-    call of extra collection, bench/instrument_overhead.py --account)."""
+    its attributes (logged), never the span or the framework's call."""
     if not span.is_recording():
         return
     try:
@@ -101,57 +79,29 @@ def set_attributes(span: trace.Span, build: Any, *args: Any) -> None:
 def _inject(headers: Any) -> None:
     # The global propagator (W3C tracecontext + baggage by default) writes nothing when there
     # is no current span and no baggage, so calls outside a session are left untouched.
-    textmap = propagate.get_global_textmap()
-    if textmap is not _w3c[0]:
-        _w3c[:] = [textmap, _is_default_w3c(textmap)]
-    if not _w3c[1]:  # the user configured other propagators: theirs decide
-        propagate.inject(headers)
-        return
-    # The default W3C pair, written here: the same headers for ~1/3 of the CPU (this runs on
-    # every LLM call). A session's baggage is one object for all its calls: encoded once.
-    ctx = otel_context.get_current()
-    span_context = trace.get_current_span(ctx).get_span_context()
-    if span_context != trace.INVALID_SPAN_CONTEXT:
-        headers["traceparent"] = (f"00-{span_context.trace_id:032x}-{span_context.span_id:016x}-"
-                                  f"{span_context.trace_flags:02x}")
-        if span_context.trace_state:
-            headers["tracestate"] = span_context.trace_state.to_header()
-    entries = ctx.get(_BAGGAGE_KEY)
-    if entries:
-        if entries is not _baggage[0]:
-            carrier: dict[str, str] = {}
-            W3CBaggagePropagator().inject(carrier, ctx)
-            _baggage[:] = [entries, carrier.get("baggage")]
-        if _baggage[1]:
-            headers["baggage"] = _baggage[1]
-
-
-_w3c: list[Any] = [None, False]  # (global propagator, whether it is the default W3C pair)
-_baggage: list[Any] = [None, None]  # (last baggage mapping, its header)
-
-
-def _is_default_w3c(textmap: Any) -> bool:
-    return (isinstance(textmap, CompositePropagator) and _BAGGAGE_KEY is not None
-            and [type(p) for p in getattr(textmap, "_propagators", ())]
-            == [TraceContextTextMapPropagator, W3CBaggagePropagator])
+    propagate.inject(headers)
 
 
 def _patch(cls: Any) -> None:
     original = cls.send
     if getattr(original, "_tracerl_original", None) is not None:
         return
+    send: Any
     if inspect.iscoroutinefunction(original):
 
-        async def send(self: Any, request: Any, **kwargs: Any) -> Any:
+        async def send_async(self: Any, request: Any, **kwargs: Any) -> Any:
             _inject(request.headers)
             return await original(self, request, **kwargs)
+
+        send = send_async
     else:
 
-        def send(self: Any, request: Any, **kwargs: Any) -> Any:
+        def send_sync(self: Any, request: Any, **kwargs: Any) -> Any:
             _inject(request.headers)
             return original(self, request, **kwargs)
 
-    send._tracerl_original = original  # type: ignore[attr-defined]
+        send = send_sync
+    send._tracerl_original = original
     functools.update_wrapper(send, original)
     cls.send = send
     _patched.append((cls, "send"))
@@ -182,11 +132,12 @@ def _patch_aiohttp(cls: Any) -> None:
     _patched.append((cls, "_request"))
 
 
-def enable_http_propagation(user: str, tracer_provider: Any = None) -> None:
+def enable_http_propagation(user: str) -> None:
     """Send W3C traceparent + baggage on every httpx/httpx2/aiohttp request, while any adapter
-    needs it. Reversible wrappers of ``Client.send`` and ``ClientSession._request``: unlike the
-    OpenTelemetry httpx instrumentors they create no span per request (half the cost per LLM
-    call, measured in bench/instrument_overhead.py)."""
+    needs it. Reversible wrappers of ``Client.send`` and ``ClientSession._request`` (the one
+    method every aiohttp request goes through; private, hence checked by a test): unlike the
+    OpenTelemetry httpx instrumentors they create no span per request, which training does not
+    need (the gateway's span is the call's)."""
     with _lock:
         _http_users.add(user)
         if _patched:
@@ -218,75 +169,15 @@ def disable_http_propagation(user: str) -> None:
 def openai_messages_json(items: Any, *, dicts_only: bool = False) -> str:
     """OpenAI Chat Completions messages (dicts, or pydantic objects unless ``dicts_only``) as
     a GenAI ``gen_ai.*.messages`` JSON string: the text :func:`~tracerl.core.messages.
-    genai_message_json` writes for the same messages, built straight from the dicts (every
-    message of every call goes through here, so no Message objects in between), each dict's
-    JSON taken from :data:`_fragments` when a message like it was written before."""
-    frags = []
+    genai_message_json` writes for the same messages, built straight from the dicts."""
+    docs = []
     for m in items or ():
         if not isinstance(m, dict):
             if dicts_only:
                 continue
             m = m.model_dump() if hasattr(m, "model_dump") else {}
-        frags.append(_fragments.json(m))
-    return "[" + ",".join(frags) + "]"
-
-
-class _Fragments:
-    """Each OpenAI-format message's GenAI JSON, kept by what it is made of.
-
-    Every LLM call records its whole conversation, so without this an adapter's cost per call
-    grows with the conversation (0.75 us per message warm; bench/adapter_parts.py --history).
-    A LangChain message is one object from call to call (its adapter keeps the JSON by object),
-    but the Agents SDK builds new dicts for every call, and a LiteLLM app may too: so the key
-    is what the JSON is made of, the role, the text, the tool-call id and each tool call's
-    (id, name, arguments), as strings; a message holding anything else is written each time.
-    Only strings are kept (nothing a garbage collection traverses): at most ``size`` messages
-    and about ``chars`` characters (their text and their JSON), so an app of long prompts does
-    not hold megabytes of them."""
-
-    def __init__(self, size: int = 4096, chars: int = 4_000_000):
-        self.size, self.chars = size, chars
-        self._cache: dict[tuple[Any, ...], str] = {}
-        self._held = 0  # characters held, approximately: twice each fragment's
-
-    def json(self, m: dict[str, Any]) -> str:
-        key = _fragment_key(m)
-        if key is None:
-            return _json.dumps(_openai_doc(m))
-        cache = self._cache
-        frag = cache.get(key)
-        if frag is None:
-            frag = _json.dumps(_openai_doc(m))
-            if len(cache) >= self.size or self._held > self.chars:  # old conversations: start over
-                cache.clear()
-                self._held = 0
-            cache[key] = frag
-            self._held += 2 * len(frag)
-        return frag
-
-
-def _fragment_key(m: dict[str, Any]) -> tuple[Any, ...] | None:
-    """Everything :func:`_openai_doc` reads of ``m``, when all of it is str or None."""
-    role, content, call_id, calls = m.get("role"), m.get("content"), m.get("tool_call_id"), m.get("tool_calls")
-    if not ((role is None or type(role) is str) and (content is None or type(content) is str)
-            and (call_id is None or type(call_id) is str)):
-        return None
-    if not calls:
-        return role, content, call_id
-    key = [role, content, call_id]
-    for tc in calls:
-        fn = tc.get("function") if type(tc) is dict else None
-        if type(fn) is not dict:
-            return None
-        parts = tc.get("id"), fn.get("name"), fn.get("arguments")
-        for value in parts:
-            if value is not None and type(value) is not str:
-                return None
-        key += parts
-    return tuple(key)
-
-
-_fragments = _Fragments()
+        docs.append(_openai_doc(m))
+    return _json.dumps(docs)
 
 
 def _openai_doc(m: dict[str, Any]) -> dict[str, Any]:

@@ -26,7 +26,6 @@ the converter names trajectories after the LangGraph node that made the call.
 from __future__ import annotations
 
 import logging
-import weakref
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -38,10 +37,12 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from tracerl.core import _json
 from tracerl.core import semconv as sc
+from tracerl.core.errors import ConfigError
 from tracerl.core.messages import genai_doc
 from tracerl.core.types import Message
 
 from . import _common
+from .base import Instrumentor, Options
 
 SUPPORTED_VERSIONS = "langchain-core >= 1.0, langgraph >= 1.0"
 log = logging.getLogger(__name__)
@@ -72,53 +73,24 @@ def _text(content: Any) -> str | None:
     return content
 
 
-def genai_json(m: Any) -> str:
-    """A LangChain BaseMessage as one GenAI JSON message: the text ``genai_message_json``
-    writes for the same message as our Message (tested equal), without building one."""
-    # Optional fields read from the instance dict: getattr of one a message class lacks
-    # (tool_call_id on a HumanMessage) goes through pydantic's raising __getattr__ (1.8 us).
-    fields = vars(m) if hasattr(m, "__dict__") else {}
+def _genai_doc(m: Any) -> dict[str, Any]:
+    """A LangChain BaseMessage as one GenAI message document: what ``genai_message_json``
+    writes for the same message as our Message (tested equal)."""
     content = _text(m.content)
-    call_id, name = fields.get("tool_call_id"), fields.get("name")
+    call_id, name = getattr(m, "tool_call_id", None), getattr(m, "name", None)
     doc = genai_doc(_ROLES.get(getattr(m, "type", "human"), "user"), content if isinstance(content, str) else None,
                     (), name=None if name is None else str(name),
                     tool_call_id=None if call_id is None else str(call_id))
     # LangChain keeps tool-call arguments parsed: written as they are, not through text
     doc["parts"].extend({"type": "tool_call", "id": None if tc.get("id") is None else str(tc["id"]),
                          "name": str(tc.get("name", "")), "arguments": tc.get("args", {})}
-                        for tc in fields.get("tool_calls") or ())
-    return _json.dumps(doc)
+                        for tc in getattr(m, "tool_calls", None) or ())
+    return doc
 
 
-class _MessageJson:
-    """Each LangChain message's GenAI JSON, computed once per message object.
-
-    A conversation's messages are the same objects from call to call (LangGraph state, a
-    user's message list), and every call records the whole conversation: without this the
-    adapter's cost per call grows with the conversation (~4 us per message per call). An
-    entry dies with its message (weak reference), and is recomputed if the message's content
-    or tool calls were replaced since."""
-
-    def __init__(self) -> None:
-        self._cache: dict[int, tuple[Any, Any, Any, str]] = {}
-
-    def fragment(self, m: Any) -> str:
-        key = id(m)
-        fields = vars(m) if hasattr(m, "__dict__") else {}
-        content, calls = fields.get("content"), fields.get("tool_calls")
-        hit = self._cache.get(key)
-        if hit is not None and hit[0]() is m and hit[1] is content and hit[2] is calls:
-            return hit[3]
-        frag = genai_json(m)
-        try:
-            ref = weakref.ref(m, lambda _, k=key, c=self._cache: c.pop(k, None))
-        except TypeError:  # not weak-referenceable: not cached
-            return frag
-        self._cache[key] = (ref, content, calls, frag)
-        return frag
-
-    def json(self, messages: Any) -> str:
-        return "[" + ",".join([self.fragment(m) for m in messages]) + "]"
+def messages_json(messages: Any) -> str:
+    """LangChain messages as a GenAI ``gen_ai.*.messages`` JSON string."""
+    return _json.dumps([_genai_doc(m) for m in messages])
 
 
 class TracerlCallbackHandler(BaseCallbackHandler):
@@ -134,7 +106,6 @@ class TracerlCallbackHandler(BaseCallbackHandler):
         # run id -> what we made of it; every access is one dict operation, atomic, so no
         # lock (LangChain calls us from many threads and tasks, on every run)
         self._runs: dict[UUID, _Run] = {}
-        self._messages = _MessageJson()
 
     # LangChain asks these before dispatching an event to a handler: events we ignore cost
     # it one attribute read instead of a call.
@@ -235,7 +206,7 @@ class TracerlCallbackHandler(BaseCallbackHandler):
             "gen_ai.request.model": str(model),
         }
         if self._content:
-            attrs["gen_ai.input.messages"] = self._messages.json(messages[0] if messages else ())
+            attrs["gen_ai.input.messages"] = messages_json(messages[0] if messages else ())
             if params.get("tools"):
                 attrs["gen_ai.tool.definitions"] = _json.dumps(params["tools"])
         for key in ("temperature", "top_p", "max_tokens"):
@@ -257,7 +228,7 @@ class TracerlCallbackHandler(BaseCallbackHandler):
                                  parent_run_id=parent_run_id, **kwargs)
 
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        self._end(run_id, _result_attributes, response, self._messages if self._content else None)
+        self._end(run_id, _result_attributes, response, self._content)
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._end(run_id, error=error)
@@ -288,8 +259,8 @@ def _tool_result(output: Any) -> dict[str, Any]:
     return {"gen_ai.tool.call.result": result if isinstance(result, str) else str(result)}
 
 
-def _result_attributes(response: Any, cache: _MessageJson | None) -> dict[str, Any]:
-    """GenAI response attributes from an LLMResult; the reply's content only with a ``cache``."""
+def _result_attributes(response: Any, content: bool) -> dict[str, Any]:
+    """GenAI response attributes from an LLMResult (the reply's content only if ``content``)."""
     attrs: dict[str, Any] = {}
     gens = response.generations[0] if getattr(response, "generations", None) else []
     llm_output = getattr(response, "llm_output", None) or {}
@@ -300,8 +271,8 @@ def _result_attributes(response: Any, cache: _MessageJson | None) -> dict[str, A
     info = getattr(gen, "generation_info", None) or {}
     meta = getattr(message, "response_metadata", None) or {}
     finish = info.get("finish_reason") or meta.get("finish_reason")
-    if cache is not None:  # the reply is usually the next call's input: its cached JSON serves both
-        attrs["gen_ai.output.messages"] = (cache.json((message,)) if message is not None else
+    if content:
+        attrs["gen_ai.output.messages"] = (messages_json((message,)) if message is not None else
                                            sc.genai_message_json([Message(role="assistant", content=gen.text)]))
     if finish:
         attrs["gen_ai.response.finish_reasons"] = [str(finish)]
@@ -320,44 +291,47 @@ def _result_attributes(response: Any, cache: _MessageJson | None) -> dict[str, A
 
 # -- instrument / uninstrument ----------------------------------------------------------
 
-_state: dict[str, Any] = {}
+
+def _configure_hooks() -> list[Any]:
+    """LangChain's list of registered configure hooks. LangChain has a public way to add one
+    (``register_configure_hook``) and none to remove it, so uninstrument edits this private
+    list: the one private name the adapter reads (tests/test_adapter_langchain.py checks it
+    on the installed version)."""
+    from langchain_core.tracers import context
+
+    hooks = getattr(context, "_configure_hooks", None)
+    if not isinstance(hooks, list):
+        raise ConfigError("this langchain-core has no langchain_core.tracers.context._configure_hooks list, "
+                          f"which tracerl needs to uninstrument; supported: {SUPPORTED_VERSIONS}")
+    return hooks
 
 
-def instrument(*, store: Any = None, otlp_endpoint: str | None = None, tracer_provider: Any = None,
-               propagate: bool = True, workflow_spans: bool = False, capture_content: bool | None = None) -> None:
-    """Report every LangChain/LangGraph LLM call and tool run in this process as spans, and
-    with ``workflow_spans=True`` the graph and node runs too. ``capture_content``: see
-    :func:`tracerl.adapters._common.capture_content`. Idempotent."""
-    from langchain_core.tracers.context import _configure_hooks, register_configure_hook
+class LangChainInstrumentor(Instrumentor):
+    """Reports every LangChain/LangGraph LLM call and tool run in this process as spans (and
+    with ``workflow_spans=True`` the graph and node runs), through LangChain's configure hook."""
 
-    if _state:
-        log.info("tracerl: LangChain is already instrumented")
-        return
-    content = _common.capture_content(capture_content)
-    tracing = _common.tracing_for(store, otlp_endpoint, tracer_provider)
-    handler = TracerlCallbackHandler(_common.tracer(tracing, "langchain"), workflow_spans=workflow_spans,
-                                     capture_content=content)
-    # The variable's default is the handler, so every context (threads, tasks) sees it.
-    var: ContextVar[Any] = ContextVar("tracerl_langchain_handler", default=handler)
-    register_configure_hook(var, True)
-    _state.update(handler=handler, hook=_configure_hooks[-1], propagate=propagate)
-    if propagate:
-        _common.enable_http_propagation("langchain", tracing.provider)
+    name, title, supported_versions, has_workflow_spans = "langchain", "LangChain", SUPPORTED_VERSIONS, True
+
+    def _instrument(self, tracer: trace.Tracer, options: Options) -> None:
+        from langchain_core.tracers.context import register_configure_hook
+
+        hooks = _configure_hooks()
+        handler = TracerlCallbackHandler(tracer, workflow_spans=options.workflow_spans,
+                                         capture_content=options.capture_content)
+        # The variable's default is the handler, so every context (threads, tasks) sees it.
+        var: ContextVar[Any] = ContextVar("tracerl_langchain_handler", default=handler)
+        register_configure_hook(var, True)
+        self._hook = hooks[-1]
+
+    def _uninstrument(self) -> None:
+        hooks = _configure_hooks()
+        hooks[:] = [h for h in hooks if h is not self._hook]
 
 
-def uninstrument() -> None:
-    """Remove the handler; LangChain is left exactly as before."""
-    from langchain_core.tracers.context import _configure_hooks
-
-    if not _state:
-        log.info("tracerl: LangChain is not instrumented")
-        return
-    hook = _state["hook"]
-    _configure_hooks[:] = [h for h in _configure_hooks if h is not hook]
-    if _state.get("propagate"):
-        _common.disable_http_propagation("langchain")
-    _state.clear()
+_instrumentor = LangChainInstrumentor()
+instrument = _instrumentor.instrument
+uninstrument = _instrumentor.uninstrument
 
 
 def is_instrumented() -> bool:
-    return bool(_state)
+    return _instrumentor.is_instrumented

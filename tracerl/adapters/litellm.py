@@ -25,6 +25,7 @@ from tracerl.core.messages import responses_to_chat
 from tracerl.core.otel import register_flush_hook, unregister_flush_hook
 
 from . import _common
+from .base import Instrumentor, Options
 
 SUPPORTED_VERSIONS = "litellm >= 1.70"
 log = logging.getLogger(__name__)
@@ -156,41 +157,30 @@ def _provider_response_id(rid: str) -> str:
         return rid
 
 
-_state: dict[str, Any] = {}
+class LiteLLMInstrumentor(Instrumentor):
+    """Records every LiteLLM completion in this process, through LiteLLM's callback manager."""
+
+    name, title, supported_versions = "litellm", "LiteLLM", SUPPORTED_VERSIONS
+
+    def _instrument(self, tracer: trace.Tracer, options: Options) -> None:
+        import litellm
+
+        self._handler = TracerlLiteLLMLogger(tracer, capture_content=options.capture_content)
+        litellm.logging_callback_manager.add_litellm_callback(self._handler)
+        register_flush_hook(self._handler.flush)
+
+    def _uninstrument(self) -> None:
+        import litellm
+
+        # our logger out of every callback list LiteLLM copied it into
+        litellm.logging_callback_manager.remove_callback_from_all_lists(self._handler)
+        unregister_flush_hook(self._handler.flush)
 
 
-def instrument(*, store: Any = None, otlp_endpoint: str | None = None, tracer_provider: Any = None,
-               propagate: bool = True, capture_content: bool | None = None) -> None:
-    """Record every LiteLLM completion in this process. ``capture_content``: see
-    :func:`tracerl.adapters._common.capture_content`. Idempotent."""
-    import litellm
-
-    if _state:
-        log.info("tracerl: LiteLLM is already instrumented")
-        return
-    content = _common.capture_content(capture_content)
-    tracing = _common.tracing_for(store, otlp_endpoint, tracer_provider)
-    handler = TracerlLiteLLMLogger(_common.tracer(tracing, "litellm"), capture_content=content)
-    litellm.logging_callback_manager.add_litellm_callback(handler)
-    register_flush_hook(handler.flush)
-    _state.update(handler=handler, propagate=propagate)
-    if propagate:
-        _common.enable_http_propagation("litellm", tracing.provider)
-
-
-def uninstrument() -> None:
-    """Take our logger out of every LiteLLM callback list it was copied into."""
-    import litellm
-
-    if not _state:
-        log.info("tracerl: LiteLLM is not instrumented")
-        return
-    litellm.logging_callback_manager.remove_callback_from_all_lists(_state["handler"])
-    unregister_flush_hook(_state["handler"].flush)
-    if _state.get("propagate"):
-        _common.disable_http_propagation("litellm")
-    _state.clear()
+_instrumentor = LiteLLMInstrumentor()
+instrument = _instrumentor.instrument
+uninstrument = _instrumentor.uninstrument
 
 
 def is_instrumented() -> bool:
-    return bool(_state)
+    return _instrumentor.is_instrumented

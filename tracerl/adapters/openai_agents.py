@@ -24,9 +24,11 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from tracerl.core import _json
+from tracerl.core.errors import ConfigError
 from tracerl.core.messages import responses_to_chat
 
 from . import _common
+from .base import Instrumentor, Options
 
 SUPPORTED_VERSIONS = "openai-agents >= 0.20"
 log = logging.getLogger(__name__)
@@ -50,7 +52,6 @@ class _Mirrored:
 
 
 _MIRRORED = frozenset({"generation", "response", "agent", "function", "handoff"})
-_MISSING = object()
 
 
 class TracerlTracingProcessor(TracingProcessor):
@@ -68,9 +69,9 @@ class TracerlTracingProcessor(TracingProcessor):
     def _parent(self, key: str | None) -> Any:
         spans = self._spans
         for _ in range(64):  # walk up through skipped spans to the nearest mirrored one
-            found = spans.get(key, _MISSING) if key is not None else _MISSING
-            if found is _MISSING:
+            if key is None or key not in spans:
                 return None
+            found = spans[key]
             if isinstance(found, _Mirrored):
                 return found.context
             key = found
@@ -177,54 +178,70 @@ def _end_attributes(data: Any, content: bool) -> dict[str, Any]:
     return attrs
 
 
-_state: dict[str, Any] = {}
+# -- the SDK's private names: the only ones the adapter reads, checked on the installed
+# version by tests/test_adapter_openai_agents.py. The SDK can set its processors
+# (set_trace_processors) and switch tracing (set_tracing_disabled) but not say what they were,
+# which uninstrument must restore.
+
+
+def _processors(provider: Any) -> tuple[Any, ...]:
+    """The SDK's trace processors now (``DefaultTraceProvider._multi_processor._processors``)."""
+    processors = getattr(getattr(provider, "_multi_processor", None), "_processors", None)
+    if not isinstance(processors, tuple):
+        raise ConfigError("this openai-agents has no DefaultTraceProvider._multi_processor._processors, which "
+                          f"tracerl reads to restore the SDK on uninstrument; supported: {SUPPORTED_VERSIONS}")
+    return processors
+
+
+def _disabled_flag(provider: Any) -> Any:
+    """The SDK's own tracing switch as set by ``set_disabled`` (None: not set)."""
+    return getattr(provider, "_manual_disabled", None)
+
+
+def _restore_disabled_flag(provider: Any, flag: Any) -> None:
+    if hasattr(provider, "_refresh_disabled_flag"):  # DefaultTraceProvider: restore the exact flag
+        provider._manual_disabled = flag
+        provider._refresh_disabled_flag()
+    elif flag is not None:
+        provider.set_disabled(flag)
 
 
 def _uploads(processor: Any) -> bool:
-    from agents.tracing.processors import BackendSpanExporter, BatchTraceProcessor
+    """Whether ``processor`` is the SDK's uploader to OpenAI (its default processor)."""
+    from agents.tracing.processors import default_processor
 
-    return isinstance(processor, BatchTraceProcessor) and isinstance(getattr(processor, "_exporter", None),
-                                                                     BackendSpanExporter)
-
-
-def instrument(*, store: Any = None, otlp_endpoint: str | None = None, tracer_provider: Any = None,
-               propagate: bool = True, workflow_spans: bool = False, capture_content: bool | None = None) -> None:
-    """Trace every Agents SDK run in this process into tracerl; nothing is uploaded. Idempotent.
-    ``workflow_spans=True`` adds a span per SDK trace (``Runner.run``) above the agent spans;
-    ``capture_content``: see :func:`tracerl.adapters._common.capture_content`."""
-    if _state:
-        log.info("tracerl: the OpenAI Agents SDK is already instrumented")
-        return
-    content = _common.capture_content(capture_content)
-    tracing = _common.tracing_for(store, otlp_endpoint, tracer_provider)
-    provider = get_trace_provider()
-    multi = provider._multi_processor  # the SDK keeps its processors here; restored on uninstrument
-    before = tuple(multi._processors)
-    ours = TracerlTracingProcessor(_common.tracer(tracing, "openai_agents"), workflow_spans=workflow_spans,
-                                   capture_content=content)
-    provider.set_processors([p for p in before if not _uploads(p)] + [ours])
-    _state.update(before=before, manual_disabled=getattr(provider, "_manual_disabled", None), propagate=propagate)
-    provider.set_disabled(False)
-    if propagate:
-        _common.enable_http_propagation("openai-agents", tracing.provider)
+    return processor is default_processor()
 
 
-def uninstrument() -> None:
-    if not _state:
-        log.info("tracerl: the OpenAI Agents SDK is not instrumented")
-        return
-    provider = get_trace_provider()
-    provider.set_processors(list(_state["before"]))
-    if hasattr(provider, "_refresh_disabled_flag"):  # DefaultTraceProvider: restore the exact flag
-        provider._manual_disabled = _state["manual_disabled"]
-        provider._refresh_disabled_flag()
-    if _state.get("propagate"):
-        _common.disable_http_propagation("openai-agents")
-    _state.clear()
+class OpenAIAgentsInstrumentor(Instrumentor):
+    """Traces every Agents SDK run in this process into tracerl; nothing is uploaded.
+    ``workflow_spans=True`` adds a span per SDK trace (``Runner.run``) above the agent spans."""
+
+    name, title, supported_versions, has_workflow_spans = ("openai-agents", "the OpenAI Agents SDK",
+                                                           SUPPORTED_VERSIONS, True)
+
+    def _instrument(self, tracer: trace.Tracer, options: Options) -> None:
+        provider = get_trace_provider()
+        self._before = _processors(provider)
+        self._flag = _disabled_flag(provider)
+        ours = TracerlTracingProcessor(tracer, workflow_spans=options.workflow_spans,
+                                       capture_content=options.capture_content)
+        provider.set_processors([p for p in self._before if not _uploads(p)] + [ours])
+        provider.set_disabled(False)
+
+    def _uninstrument(self) -> None:
+        provider = get_trace_provider()
+        provider.set_processors(list(self._before))
+        _restore_disabled_flag(provider, self._flag)
+
+
+_instrumentor = OpenAIAgentsInstrumentor()
+instrument = _instrumentor.instrument
+uninstrument = _instrumentor.uninstrument
 
 
 def is_instrumented() -> bool:
-    return bool(_state)
+    return _instrumentor.is_instrumented
 
 
-__all__ = ["TracerlTracingProcessor", "instrument", "is_instrumented", "uninstrument"]
+__all__ = ["OpenAIAgentsInstrumentor", "TracerlTracingProcessor", "instrument", "is_instrumented", "uninstrument"]

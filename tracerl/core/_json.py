@@ -10,6 +10,7 @@ import json
 import math
 from typing import Any
 
+orjson: Any
 try:
     import orjson
 except ImportError:  # pragma: no cover - orjson is a dependency; keep working without it

@@ -117,9 +117,11 @@ def _fold_framework_calls(tree: _Tree, calls: list[sc.LLMCall]) -> dict[_Key, sc
             # Without a response id (OpenInference LiteLLM's acompletion): two spans whose
             # times overlap and that record the same conversation and answer are one call.
             content = _content_key(c)
-            first = by_content.setdefault(content, c) if content is not None else c
-            if first is not c and first.span.end_ns < c.span.start_ns:
-                by_content[content] = first = c
+            first = c
+            if content is not None:
+                first = by_content.setdefault(content, c)
+                if first is not c and first.span.end_ns < c.span.start_ns:
+                    by_content[content] = first = c
         if first is not c:
             _fill(first, c)
             del outer[key]
@@ -174,8 +176,9 @@ def _join(
     for g in gateway:
         if id(g) in pairs or not g.response_id:
             continue
-        key = by_rid.pop(g.response_id, None)
-        if key is not None and key not in used:
+        found = by_rid.pop(g.response_id, None)
+        if found is not None and found not in used:
+            key = found
             pairs[id(g)] = framework[key]
             used.add(key)
             metrics["convert/joined_by_response_id"] += 1
@@ -270,12 +273,13 @@ def _apply_rewards(
     for r in sorted(rewards, key=lambda r: r.start_ns):
         a = r.attributes
         try:
-            value = float(a.get(sc.REWARD_VALUE))
-        except (TypeError, ValueError):
+            value = float(a[sc.REWARD_VALUE])
+        except (KeyError, TypeError, ValueError):
             continue
         name = str(a.get(sc.REWARD_NAME) or "reward")
         if a.get(sc.REWARD_SCOPE) == "step":
-            target = by_seq.get(sc._opt_int(a.get(sc.REWARD_STEP)))
+            seq = sc._opt_int(a.get(sc.REWARD_STEP))
+            target = by_seq.get(seq) if seq is not None else None
             if target is None and steps:
                 # The last step that started before the reward. A step's start time is its
                 # framework span's when it has one: that span and the reward span share the
@@ -313,6 +317,10 @@ def _episode_info(episode_spans: list[SpanRecord]) -> dict[str, Any]:
                 info["termination_reason"] = TerminationReason.ERROR
         if a.get(sc.EPISODE_ERROR):
             info["error"] = str(a[sc.EPISODE_ERROR])
+            # the stack trace rides in the episode span's exception event (record_exception)
+            for event in s.events:
+                if event.name == "exception" and event.attributes.get("exception.stacktrace"):
+                    info["traceback"] = str(event.attributes["exception.stacktrace"])
     return info
 
 
@@ -351,8 +359,8 @@ def episode_from_spans(
     finals = _apply_rewards(rewards, steps, info)
 
     names: dict[str, list[Step]] = {}
-    for s in steps:
-        names.setdefault(s.metadata["agent"], []).append(s)
+    for step in steps:
+        names.setdefault(step.metadata["agent"], []).append(step)
     reward = finals.get("reward")
     trajectories = []
     for name, tsteps in names.items():
@@ -397,6 +405,7 @@ def episode_from_spans(
         is_correct=info.get("is_correct"),
         termination_reason=reason,
         error=info.get("error"),
+        traceback=info.get("traceback"),
         trace_ids=sorted({s.trace_id for s in tree.spans}),
         metrics={k: float(v) for k, v in sorted(metrics.items())},
     )

@@ -1,11 +1,19 @@
 """The tracerl error tree. Every error says what went wrong, why, and how to fix it.
 
     TracerlError
-    ├── ConfigError            bad or missing settings (a path, a URL, an option)
-    ├── MissingDependencyError an optional extra is not installed (message has the pip line)
-    ├── SpanDecodeError        an OTLP body or a JSON-lines record could not be decoded
+    ├── ConfigError            bad or missing settings (a path, a URL, an option, a model folder)
+    ├── MissingDependencyError an optional extra is not installed (message has the pip line);
+    │                          also an ImportError
+    ├── SpanDecodeError        an OTLP body or a JSON-lines record could not be decoded; also a ValueError
     ├── StoreError             the span store could not be opened, read or written
-    └── RolloutError           a rollout could not be run or assembled into an Episode
+    ├── RolloutError           every rollout of a training step (or an evaluation) failed
+    ├── UpstreamError          the model server behind the gateway failed or answered something
+    │                          unusable (``status``: the HTTP status to answer with)
+    ├── GatewayProcessError    the gateway's child process failed or died
+    ├── APIError               (tracerl.gateway.protocol) a request the gateway answers with an
+    │                          OpenAI-style 4xx/5xx body; never escapes the gateway
+    └── ExpressionError        (tracerl.tasks.synthetic) the calculator's input is not an
+                               integer expression; also a ValueError
 
 Errors about one episode or span carry its id (``episode_id`` / ``span_id``) so a log line
 points at the data, the way httpx errors carry their request.
@@ -46,4 +54,16 @@ class StoreError(TracerlError):
 
 
 class RolloutError(TracerlError):
-    """A rollout could not be run or assembled."""
+    """Every rollout of a training step, or of an evaluation, failed."""
+
+
+class UpstreamError(TracerlError, RuntimeError):
+    """The upstream model server failed or answered something unusable."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+class GatewayProcessError(TracerlError):
+    """The gateway's child process failed or died."""

@@ -9,19 +9,19 @@ land next to each other, at the end of the index, so a batch touches a few pages
 The layout is UUIDv7's (RFC 9562): 48 bits of Unix milliseconds, then random bits. A trace id
 keeps 80 random bits, so its rightmost 7 bytes are random as W3C Trace Context level 2
 requires of the ``random-trace-id`` flag, and samplers that read the low 64 bits (the SDK's
-``TraceIdRatioBased``) see uniform values. Only ids tracerl makes itself are ordered: a
-provider with an id generator of its own keeps it, and so does a process that names one in
-``OTEL_PYTHON_ID_GENERATOR``.
+``TraceIdRatioBased``) see uniform values. Only ids tracerl makes itself are ordered: the
+tracer provider tracerl installs when the app has none (unless ``OTEL_PYTHON_ID_GENERATOR``
+names a generator), the gateway's traces and episode ids; a user's own provider keeps its
+generator (pass ``id_generator=TimeOrderedIdGenerator()`` to give it the same layout).
 """
 
 from __future__ import annotations
 
-import os
 import random
 import time
 import uuid
 
-from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 
 _RANDOM_BITS = 80
 _rand = random.getrandbits  # the SDK's RandomIdGenerator draws from the same source
@@ -52,13 +52,3 @@ class TimeOrderedIdGenerator(RandomIdGenerator):
 
     def is_trace_id_random(self) -> bool:
         return True  # the rightmost 7 bytes are (W3C level 2's condition for the flag)
-
-
-def ids_for(provider_generator: IdGenerator) -> IdGenerator:
-    """The generator tracerl's spans use on a provider: ours in place of the SDK's default,
-    which nobody chose; the provider's own when it was given one (X-Ray's, say), or when
-    ``OTEL_PYTHON_ID_GENERATOR`` names one, even ``random``."""
-    chosen = os.environ.get("OTEL_PYTHON_ID_GENERATOR", "").strip()
-    if type(provider_generator) is RandomIdGenerator and not chosen:
-        return TimeOrderedIdGenerator()
-    return provider_generator

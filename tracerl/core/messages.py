@@ -46,7 +46,7 @@ def tool_call(call_id: Any, name: Any, arguments: Any) -> ToolCall:
 def openai_tool_call(tc: Any) -> ToolCall | None:
     if not isinstance(tc, dict):
         return None
-    fn = tc.get("function") if isinstance(tc.get("function"), dict) else tc
+    fn = tc["function"] if isinstance(tc.get("function"), dict) else tc
     return tool_call(tc.get("id"), fn.get("name"), fn.get("arguments"))
 
 

@@ -2,42 +2,46 @@
 
 :func:`setup_tracing` adds our span processors to the tracer provider the app already has,
 or installs an SDK provider when there is none. It never replaces the user's tracing, and
-calling it again with the same sinks adds nothing. Two processors matter:
+calling it again with the same sinks adds nothing. tracerl's spans are ordinary SDK spans
+from that provider: the user's own processors see them exactly as the SDK documents. We add:
 
-* :class:`SessionSpanProcessor` stamps ``tracerl.session.id`` (from W3C baggage) on every
-  span started inside a session, so spans of third-party instrumentors (OpenInference,
+* :class:`SessionSpanProcessor`, which stamps ``tracerl.session.id`` (from W3C baggage) on
+  every span started inside a session, so spans of third-party instrumentors (OpenInference,
   OpenLLMetry) join the episode without knowing about tracerl;
-* a ``BatchSpanProcessor`` per sink: the SQLite :class:`~.store.SpanStore` by default, and
-  an OTLP/HTTP exporter when an endpoint is given.
+* one ``BatchSpanProcessor`` into the SQLite span store (:class:`~.store.StoreExporter`), off the
+  agent's thread: a session that names a store of its own (a training run's folder) has its
+  spans written there only, every other span to the provider's shared store(s);
+* a ``BatchSpanProcessor`` per OTLP/HTTP endpoint, when one is given.
 
-tracerl's own spans come from :meth:`Tracing.tracer` and are deferred (:mod:`.deferred`):
-they reach these processors in batches when they end, and every flush replays them first.
+What we attach to a provider is kept in a module-level weak mapping, never on the provider.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
 import os
 import threading
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import baggage, trace
 from opentelemetry.context import Context
-from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+from opentelemetry.sdk.trace.id_generator import IdGenerator
 
-from . import deferred
 from . import semconv as sc
 from .errors import ConfigError, MissingDependencyError
-from .ids import ids_for
-from .store import SpanStore, StoreExporter
+from .ids import TimeOrderedIdGenerator
+from .store import SpanStore, StoreExporter, default_store_path
 
 log = logging.getLogger(__name__)
 TRACER_NAME = "tracerl"
 _lock = threading.Lock()
+_states: weakref.WeakKeyDictionary[TracerProvider, Tracing] = weakref.WeakKeyDictionary()
 # Adapters whose framework reports calls on a worker thread after returning (LiteLLM) register
 # a hook here that waits for those reports; Tracing.flush runs them before exporting.
 _flush_hooks: list[Callable[[float], None]] = []
@@ -54,44 +58,12 @@ def unregister_flush_hook(hook: Callable[[float], None]) -> None:
 
 
 class SessionSpanProcessor(SpanProcessor):
-    """Copy the session id from baggage onto each span as ``tracerl.session.id``; and, as the
-    first of our processors, replay the deferred spans before a flush (:mod:`.deferred`)."""
+    """Copy the session id from baggage onto each span as ``tracerl.session.id``."""
 
-    def __init__(self, provider: TracerProvider | None = None):
-        self._provider = provider
-
-    def on_start(self, span: Any, parent_context: Context | None = None) -> None:
-        # the SDK span's own attributes: its public property wraps them in a new read-only
-        # proxy whose lookups lock (this runs for every span of the process)
-        attrs = getattr(span, "_attributes", None)
-        sid = session_to_stamp(span.attributes if attrs is None else attrs, parent_context)
-        if sid:
-            span.set_attribute(sc.SESSION_ID, sid)
-
-    def on_end(self, span: Any) -> None:
-        pass
-
-    def shutdown(self) -> None:
-        deferred.drain()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        # Deferred spans ended so far reach every processor first; those the provider flushed
-        # before this one get flushed again if that brought them any.
-        if deferred.drain() and self._provider is not None:
-            for processor in getattr(getattr(self._provider, "_active_span_processor", None), "_span_processors", ()):
-                if processor is self:
-                    break
-                processor.force_flush(timeout_millis)
-        return True
-
-
-def session_to_stamp(attributes: Any, parent_context: Context | None) -> str | None:
-    """The session id :class:`SessionSpanProcessor` stamps on a span starting in
-    ``parent_context`` with these attributes (None: nothing to stamp)."""
-    sid = baggage.get_baggage(sc.BAGGAGE_SESSION_KEY, parent_context)
-    if not sid or (attributes and attributes.get(sc.SESSION_ID)):
-        return None
-    return str(sid)
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        sid = baggage.get_baggage(sc.BAGGAGE_SESSION_KEY, parent_context)
+        if sid and not (span.attributes or {}).get(sc.SESSION_ID):
+            span.set_attribute(sc.SESSION_ID, str(sid))
 
 
 @dataclass
@@ -99,37 +71,41 @@ class Tracing:
     """What :func:`setup_tracing` attached to one provider."""
 
     provider: TracerProvider
-    stores: dict[str, SpanStore] = field(default_factory=dict)
+    router: StoreExporter = field(default_factory=StoreExporter)
+    stores: dict[str, SpanStore] = field(default_factory=dict)  # every store opened, by path
     sinks: set[str] = field(default_factory=set)
     processors: list[SpanProcessor] = field(default_factory=list)  # ours, in the order added
-    _tracers: dict[str, Any] = field(default_factory=dict, repr=False)
 
-    def direct_stores(self) -> list[SpanStore] | None:
-        """Our stores, when the provider's processors are ours alone and only write to them:
-        deferred spans may then be stored without the SDK (see :mod:`.deferred`)."""
-        active = getattr(getattr(self.provider, "_active_span_processor", None), "_span_processors", None)
-        if (any(sink.startswith("otlp:") for sink in self.sinks) or active is None or len(active) != len(self.processors)
-                or any(a is not b for a, b in zip(active, self.processors, strict=True))):
-            return None
-        return list(self.stores.values())
+    def store(self, store: SpanStore | str) -> SpanStore:
+        """The store at this path (opened once), or ``store`` itself, registered here."""
+        if isinstance(store, SpanStore):
+            return self.stores.setdefault(store.path, store)
+        path = str(store)
+        found = self.stores.get(path)
+        if found is None:
+            found = self.stores[path] = SpanStore(path)
+        return found
+
+    def claim(self, keys: Sequence[str], store: SpanStore | str) -> SpanStore:
+        """Write the spans of these sessions / traces to ``store`` and to no shared store."""
+        found = self.store(store)
+        self.router.claim(keys, found)
+        return found
+
+    def default_store(self) -> SpanStore | None:
+        """The first shared store: where spans of sessions that claim none are read from."""
+        return self.router.shared[0] if self.router.shared else None
 
     def flush(self, timeout_ms: int = 30_000) -> bool:
-        """Wait for adapters that record after the call returns, then export everything."""
+        """Wait for adapters that record after the call returns, then export what our
+        processors hold (the user's own processors keep their own schedule)."""
         for hook in list(_flush_hooks):
             hook(timeout_ms / 1000)
-        return bool(self.provider.force_flush(timeout_ms))  # our SessionSpanProcessor replays deferred spans first
+        return all([p.force_flush(timeout_ms) for p in self.processors])
 
     def tracer(self, name: str = TRACER_NAME) -> trace.Tracer:
-        """tracerl's tracer ``name`` on this provider: its spans are deferred (:mod:`.deferred`),
-        so what the SDK does with them is done in batches, off the caller's thread; with
-        ``TRACERL_LIVE_SPANS=1`` in the environment (read once per tracer), plain SDK spans,
-        for span processors that must see a span the moment it starts or ends."""
-        found = self._tracers.get(name)
-        if found is None:
-            live = os.environ.get("TRACERL_LIVE_SPANS", "").strip().lower() in ("1", "true", "yes", "on")
-            found = self.provider.get_tracer(name) if live else deferred.DeferredTracer(self, name)
-            self._tracers[name] = found
-        return found
+        """The SDK tracer ``name`` of this provider."""
+        return self.provider.get_tracer(name)
 
 
 def _sdk_provider(provider: Any | None) -> TracerProvider:
@@ -142,8 +118,7 @@ def _sdk_provider(provider: Any | None) -> TracerProvider:
     current = trace.get_tracer_provider()
     if isinstance(current, TracerProvider):
         return current
-    created = TracerProvider(id_generator=ids_for(RandomIdGenerator()))  # cheaper to index: see ids.py
-    trace.set_tracer_provider(created)
+    trace.set_tracer_provider(TracerProvider(id_generator=_id_generator()))
     # set_tracer_provider refuses a second provider; use whatever won.
     current = trace.get_tracer_provider()
     if not isinstance(current, TracerProvider):
@@ -152,6 +127,19 @@ def _sdk_provider(provider: Any | None) -> TracerProvider:
             "tracer_provider= explicitly"
         )
     return current
+
+
+def _id_generator() -> IdGenerator:
+    """Time-ordered trace ids, cheaper for the store to index (ids.py), unless the user named a
+    generator in OpenTelemetry's own variable (loaded from its entry point, as the SDK's
+    auto-configuration does)."""
+    chosen = os.environ.get("OTEL_PYTHON_ID_GENERATOR", "").strip()
+    if not chosen:
+        return TimeOrderedIdGenerator()
+    for entry in importlib.metadata.entry_points(group="opentelemetry_id_generator", name=chosen):
+        return entry.load()()
+    raise ConfigError(f"OTEL_PYTHON_ID_GENERATOR={chosen!r} names no installed id generator; install the "
+                      "package that provides it, or unset the variable")
 
 
 def setup_tracing(
@@ -164,39 +152,28 @@ def setup_tracing(
 ) -> Tracing:
     """Attach tracerl's processors to ``tracer_provider`` (default: the global one).
 
-    ``store``: a :class:`SpanStore` or a path; by default the store this provider already
-    writes to (so ``setup_tracing(my_store, tracer_provider=p)`` then ``tracerl.instrument(...,
-    tracer_provider=p)`` keeps writing to ``my_store`` alone), else :func:`~.store.default_store_path`.
+    ``store``: a :class:`SpanStore` or a path, written with every span no session claims;
+    by default the store this provider already writes to (so ``setup_tracing(my_store,
+    tracer_provider=p)`` then ``tracerl.instrument(..., tracer_provider=p)`` keeps writing to
+    ``my_store`` alone), else :func:`~.store.default_store_path`. ``use_store=False`` adds no
+    shared store (sessions that name their own still get theirs).
     ``otlp_endpoint``: also export to an OTLP/HTTP collector, e.g. ``http://127.0.0.1:4318``.
     Idempotent per provider and sink.
     """
     with _lock:
         provider = _sdk_provider(tracer_provider)
-        state: Tracing | None = getattr(provider, "_tracerl_state", None)
+        state = _states.get(provider)
         if state is None:
-            state = Tracing(provider=provider)
-            provider._tracerl_state = state  # type: ignore[attr-defined]
-            _add(state, SessionSpanProcessor(provider))
-        if use_store and not (store is None and state.stores):
-            st = store if isinstance(store, SpanStore) else None
-            path = st.path if st is not None else str(store) if store is not None else None
-            if path is None:
-                from .store import default_store_path
-
-                path = str(default_store_path())
-            if f"store:{path}" not in state.sinks:
-                st = st or SpanStore(path)
-                state.stores[path] = st
-                # A deep queue: the SDK's default (2,048) drops spans, training data, when a burst
-                # of agents outruns one SQLite writer for a moment; a span is ~1-2 kB queued.
-                # A write every 5 s (the SDK's default, as the deferred spans' replay): each
-                # SQLite commit costs ~0.3 ms of CPU (WAL pages written), so spans per commit
-                # set the export cost per span (~24 us at 22 per commit, ~18 at 100:
-                # `bench/instrument_overhead.py --export`). Whoever needs the spans now (an
-                # episode ending, Tracing.flush) flushes them.
-                _add(state, BatchSpanProcessor(StoreExporter(st), schedule_delay_millis=5000,
-                                               max_queue_size=1 << 16))
-                state.sinks.add(f"store:{path}")
+            state = _states[provider] = Tracing(provider=provider)
+            _add(state, SessionSpanProcessor())
+            # A deep queue: the SDK's default (2,048) drops spans, training data, when a burst
+            # of agents outruns one SQLite writer for a moment; a span is ~1-2 kB queued.
+            _add(state, BatchSpanProcessor(state.router, max_queue_size=1 << 16))
+        if use_store and not (store is None and state.router.shared):
+            chosen = state.store(store if store is not None else str(default_store_path()))
+            if f"store:{chosen.path}" not in state.sinks:
+                state.router.shared.append(chosen)
+                state.sinks.add(f"store:{chosen.path}")
         if otlp_endpoint and f"otlp:{otlp_endpoint}" not in state.sinks:
             _add(state, BatchSpanProcessor(_otlp_exporter(otlp_endpoint, otlp_headers)))
             state.sinks.add(f"otlp:{otlp_endpoint}")
@@ -222,7 +199,7 @@ def _otlp_exporter(endpoint: str, headers: dict[str, str] | None) -> Any:
 def tracing_state(tracer_provider: TracerProvider | None = None) -> Tracing | None:
     """The tracing set up on a provider (the global one by default), if any."""
     provider = tracer_provider or trace.get_tracer_provider()
-    return getattr(provider, "_tracerl_state", None)
+    return _states.get(provider) if isinstance(provider, TracerProvider) else None
 
 
 def get_tracer() -> trace.Tracer:

@@ -26,22 +26,24 @@ import functools
 import inspect
 import logging
 import math
+import traceback
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from opentelemetry import baggage, context, trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Status, StatusCode
 from pydantic import BaseModel, ConfigDict, Field
 
+from . import clients
 from . import semconv as sc
 from .convert import episode_from_spans
 from .errors import ConfigError
 from .ids import new_episode_id
 from .otel import Tracing, get_tracer, setup_tracing
-from .store import SpanStore, default_store_path
+from .store import SpanStore
 from .types import Episode, Task, TerminationReason
 
 log = logging.getLogger(__name__)
@@ -77,8 +79,13 @@ class RolloutSettings(BaseModel):
 
 
 @dataclass
-class RolloutConfig:
-    """What the user's rollout function receives for one episode."""
+class RolloutContext:
+    """What the user's rollout function receives for one episode: where its session is, the
+    model name and the sampling settings, and clients bound to the session's URL.
+
+    Use the client helpers rather than building a client per episode: they share one TLS
+    context and connection pool for the process (see :mod:`tracerl.core.clients`; a new
+    client costs ~17 ms of CPU, more than a small agent's whole episode)."""
 
     episode_id: str
     task: Task
@@ -88,8 +95,38 @@ class RolloutConfig:
     sampling: dict[str, Any] = field(default_factory=dict)
 
     def openai_kwargs(self) -> dict[str, str]:
-        """``OpenAI(**config.openai_kwargs())`` talks to this episode's session."""
+        """``base_url`` and ``api_key`` for a client you build yourself."""
         return {"base_url": self.base_url, "api_key": self.api_key}
+
+    def openai_client(self, **options: Any) -> Any:
+        """An ``openai.OpenAI`` client for this episode's session (``options`` go to it)."""
+        return clients.openai_client(self.base_url, self.api_key, **options)
+
+    def async_openai_client(self, **options: Any) -> Any:
+        """An ``openai.AsyncOpenAI`` client for this episode's session, e.g. for the Agents
+        SDK's ``OpenAIResponsesModel(model=..., openai_client=config.async_openai_client())``."""
+        return clients.async_openai_client(self.base_url, self.api_key, **options)
+
+    def chat_openai(self, **options: Any) -> Any:
+        """LangChain's ``ChatOpenAI`` for this episode: this model, temperature, top_p and
+        max_tokens unless ``options`` say otherwise (``langchain-openai`` must be installed).
+        The seed is left out: one seed for every call of an episode would draw the same random
+        numbers each call (pass ``seed=`` yourself for a reproducible run)."""
+        defaults: dict[str, Any] = {"model": self.model}
+        for key in ("temperature", "top_p", "max_tokens"):
+            if self.sampling.get(key) is not None:
+                defaults[key] = self.sampling[key]
+        return clients.chat_openai(self.base_url, self.api_key, **{**defaults, **options})
+
+    def litellm_kwargs(self) -> dict[str, Any]:
+        """``litellm.completion(**config.litellm_kwargs(), messages=...)``: this episode's
+        model through the OpenAI provider, on the shared pool, with its sampling settings
+        (use ``litellm.acompletion`` with :meth:`async_openai_client` as ``client``)."""
+        return {"model": f"openai/{self.model}", "api_base": self.base_url, "api_key": self.api_key,
+                "client": self.openai_client(), **self.sampling}
+
+
+RolloutConfig = RolloutContext  # the name before 0.2; kept for one release
 
 
 def session_base_url(gateway_url: str, episode_id: str) -> str:
@@ -122,6 +159,7 @@ class Session:
         self._session_token: contextvars.Token[Session | None] | None = None
         self.termination_reason: TerminationReason | None = None
         self.error: str | None = None
+        self.traceback: str | None = None  # the agent's exception's, when it raised
 
     @property
     def base_url(self) -> str:
@@ -133,28 +171,30 @@ class Session:
     @property
     def tracing(self) -> Tracing:
         if self._tracing is None:
-            self._tracing = setup_tracing(self.settings.store, otlp_endpoint=self.settings.otlp_endpoint)
+            # A session that names its store needs no shared one: its spans go to its own.
+            self._tracing = setup_tracing(otlp_endpoint=self.settings.otlp_endpoint,
+                                          use_store=self.settings.store is None)
         return self._tracing
 
     def _store(self) -> SpanStore:
-        stores = self.tracing.stores
-        path = self.settings.store or str(default_store_path())
-        store = stores.get(path) or next(iter(stores.values()), None)
+        if self.settings.store is not None:
+            return self.tracing.store(self.settings.store)
+        store = self.tracing.default_store()
         if store is None:
             raise ConfigError(
                 f"episode {self.episode_id}: its tracing has no span store to read the episode from; "
-                "pass a Tracing set up with a store",
+                "set RolloutSettings(store=...) or pass a Tracing set up with a store",
                 episode_id=self.episode_id,
             )
         return store
 
-    def config(self) -> RolloutConfig:
+    def config(self) -> RolloutContext:
         sampling: dict[str, Any] = {"temperature": self.settings.temperature, "top_p": self.settings.top_p}
         if self.settings.max_tokens is not None:
             sampling["max_tokens"] = self.settings.max_tokens
         if self.settings.seed is not None:
             sampling["seed"] = self.settings.seed
-        return RolloutConfig(
+        return RolloutContext(
             episode_id=self.episode_id,
             task=self.task or Task(id=self.episode_id),
             base_url=self.base_url,
@@ -173,6 +213,9 @@ class Session:
         self._span = self.tracing.tracer(__name__).start_span(
             "tracerl.episode", context=ctx, attributes=attrs
         )
+        if self.settings.store is not None:  # this episode's spans go to its store only
+            trace_id = format(self._span.get_span_context().trace_id, "032x")
+            self.tracing.claim([self.episode_id, trace_id], self.settings.store)
         self._token = context.attach(trace.set_span_in_context(self._span, ctx))
         self._session_token = _current.set(self)
         return self
@@ -182,13 +225,16 @@ class Session:
         if self.termination_reason is None:
             self.termination_reason, self.error = reason, error
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
         if exc is not None:
             self.end(_reason_for(exc), f"{type(exc).__name__}: {exc}")
+            self.traceback = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         span = self._span
         if span is not None:
             if self.termination_reason is not None:
                 span.set_attribute(sc.TERMINATION_REASON, self.termination_reason.value)
+            if exc is not None:  # an ``exception`` event with the stack trace, as the SDK records one
+                span.record_exception(exc)
             if self.error:
                 span.set_attribute(sc.EPISODE_ERROR, self.error[:4000])
                 span.set_status(Status(StatusCode.ERROR, self.error[:200]))
@@ -203,7 +249,7 @@ class Session:
     async def __aenter__(self) -> Session:
         return self.__enter__()
 
-    async def __aexit__(self, *exc: Any) -> bool:
+    async def __aexit__(self, *exc: Any) -> Literal[False]:
         return self.__exit__(*exc)
 
     def episode(self) -> Episode:
@@ -214,6 +260,7 @@ class Session:
         if self.termination_reason is not None and self.termination_reason is not TerminationReason.SUCCESS:
             ep.termination_reason = self.termination_reason
             ep.error = self.error
+            ep.traceback = ep.traceback or self.traceback
         return ep
 
 
@@ -304,6 +351,22 @@ class RolloutFunction:
         self.fn = fn
         self.timeout_s = timeout_s
         self.is_async = inspect.iscoroutinefunction(fn)
+        self._reported: set[str] = set()  # errors logged in full once already
+
+    def _report(self, episode_id: str, exc: BaseException) -> None:
+        """Log an episode's error, with where it was raised, the first time it is seen; the
+        same error again only at debug level (an agent that fails every rollout would flood
+        the log). The whole traceback is on the episode and its span."""
+        summary = f"{type(exc).__name__}: {exc}"[:300]
+        if summary in self._reported:
+            log.debug("rollout %s ended with %s", episode_id, summary)
+            return
+        if len(self._reported) < 1000:
+            self._reported.add(summary)
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+        log.warning("rollout %s ended with %s%s (the traceback is kept on the episode and its span; the same "
+                    "error again is logged at debug level)", episode_id, summary, where)
 
     def _session(self, task: Any, settings: RolloutSettings | None, episode_id: str | None,
                  tracing: Tracing | None) -> Session:
@@ -342,7 +405,7 @@ class RolloutFunction:
                         pool.shutdown(wait=False)
                 returned = _emit_result(result, sess)
         except Exception as exc:  # noqa: BLE001 - the trainer must survive any agent error
-            log.warning("rollout %s ended with %s: %s", sess.episode_id, type(exc).__name__, exc)
+            self._report(sess.episode_id, exc)
         return returned if returned is not None else sess.episode()
 
     async def acall(
@@ -358,7 +421,7 @@ class RolloutFunction:
                 result = await (asyncio.wait_for(coro, timeout) if timeout else coro)
                 returned = _emit_result(result, sess)
         except Exception as exc:  # noqa: BLE001
-            log.warning("rollout %s ended with %s: %s", sess.episode_id, type(exc).__name__, exc)
+            self._report(sess.episode_id, exc)
         if returned is not None:
             return returned
         return await asyncio.to_thread(sess.episode)

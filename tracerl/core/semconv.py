@@ -366,7 +366,7 @@ def _oi_message(node: Any) -> Message | None:
     for tc in _indexed(m.get("tool_calls")):
         t = tc.get("tool_call") if isinstance(tc, dict) else None
         if isinstance(t, dict):
-            fn = t.get("function") if isinstance(t.get("function"), dict) else {}
+            fn = t["function"] if isinstance(t.get("function"), dict) else {}
             calls.append(ToolCall(id=t.get("id"), name=str(fn.get("name", "")), arguments=_text(fn.get("arguments")) or "{}"))
     return Message(
         role=str(m.get("role") or "user"),

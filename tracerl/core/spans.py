@@ -160,74 +160,34 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-_last_resource: list[Any] = [None, {}]  # (Resource, its attributes as a dict): one per provider
+def _plain_dict(attributes: Any) -> dict[str, Any]:
+    return {str(k): _plain(v) for k, v in (attributes or {}).items()}
 
 
-def _resource_dict(resource: Any) -> dict[str, Any]:
-    # A provider's spans share one Resource object: converted once, not per span; the dict is
-    # shared too (callers that hand it out copy it).
-    if resource is None:
-        return {}
-    cached, attrs = _last_resource
-    if cached is not resource:
-        attrs = {k: _plain(v) for k, v in resource.attributes.items()}
-        _last_resource[:] = [resource, attrs]
-    return attrs
-
-
-_SCALARS = (str, bool, int, float, type(None))
-
-
-def _plain_attributes(attributes: Any) -> dict[str, Any]:
-    if not attributes:
-        return {}
-    # The SDK's BoundedAttributes takes a lock per key when iterated as a Mapping: read its
-    # backing dict (a finished span's attributes no longer change), else go the slow way.
-    items = getattr(attributes, "_dict", attributes)
-    return {k: v if type(v) in _SCALARS else _plain(v) for k, v in items.items()}
-
-
-def readable_span_dict(span: Any) -> dict[str, Any]:
-    """An opentelemetry-sdk ``ReadableSpan`` as :meth:`SpanRecord.to_dict` writes a record:
-    what the store keeps of every span exported in-process, built without the record."""
-    # The public properties copy (events into a tuple, attributes behind a MappingProxyType
-    # whose iteration locks per key): read the SDK's own fields when it has them. Every
-    # exported span goes through here, on the export thread of the app being traced.
-    attributes = getattr(span, "_attributes", None)
-    if attributes is None:
-        attributes = span.attributes
-    events = getattr(span, "_events", None)
-    if events is None:
-        events = span.events
+def span_record(span: Any) -> SpanRecord:
+    """The record of an opentelemetry-sdk ``ReadableSpan``: what the store keeps of every span
+    exported in-process. The one writer of records from SDK spans (the OTLP decoder gives the
+    same record for the same span: tested)."""
     ctx = span.get_span_context()
     parent = span.parent
     status = span.status
     scope = span.instrumentation_scope
     start = span.start_time or 0
-    return {
-        "trace_id": format(ctx.trace_id, "032x"),
-        "span_id": format(ctx.span_id, "016x"),
-        "parent_span_id": format(parent.span_id, "016x") if parent is not None else None,
-        "name": span.name,
-        "kind": span.kind._name_,  # Enum.name is a descriptor call; the member's own field is not
-        "start_ns": start,
-        "end_ns": span.end_time or start,
-        "attributes": _plain_attributes(attributes),
-        "status_code": status.status_code._name_,
-        "status_message": status.description,
-        "events": [{"name": e.name, "time_ns": e.timestamp, "attributes": _plain_attributes(e.attributes)}
-                   for e in events] if events else [],
-        "resource": _resource_dict(span.resource),
-        "scope": scope.name if scope is not None else None,
-    }
-
-
-def from_readable_span(span: Any) -> SpanRecord:
-    """Convert an opentelemetry-sdk ``ReadableSpan``."""
-    d = readable_span_dict(span)
-    d["events"] = [SpanEvent(e["name"], e["time_ns"], e["attributes"]) for e in d["events"]]
-    d["resource"] = dict(d["resource"])
-    return SpanRecord(**d)
+    return SpanRecord(
+        trace_id=format(ctx.trace_id, "032x"),
+        span_id=format(ctx.span_id, "016x"),
+        parent_span_id=format(parent.span_id, "016x") if parent is not None else None,
+        name=span.name,
+        kind=span.kind.name,
+        start_ns=start,
+        end_ns=span.end_time or start,
+        attributes=_plain_dict(span.attributes),
+        status_code=status.status_code.name,
+        status_message=status.description,
+        events=[SpanEvent(e.name, e.timestamp, _plain_dict(e.attributes)) for e in span.events],
+        resource=_plain_dict(span.resource.attributes) if span.resource is not None else {},
+        scope=scope.name if scope is not None else None,
+    )
 
 
 # --- OTLP ---------------------------------------------------------------------------------
@@ -410,5 +370,5 @@ def to_records(spans: Sequence[Any]) -> list[SpanRecord]:
         elif isinstance(s, Mapping):
             out.append(SpanRecord.from_dict(s))
         else:
-            out.append(from_readable_span(s))
+            out.append(span_record(s))
     return out

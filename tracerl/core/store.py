@@ -14,6 +14,7 @@ session at all is its own episode, keyed ``trace:<trace_id>``.
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import os
@@ -29,7 +30,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from . import _json
 from .errors import MissingDependencyError, SpanDecodeError, StoreError
-from .spans import SpanRecord, dumps_jsonl, read_jsonl, readable_span_dict, session_of
+from .spans import SpanRecord, dumps_jsonl, read_jsonl, session_of, span_record
 
 log = logging.getLogger(__name__)
 
@@ -136,25 +137,17 @@ class SpanStore:
 
     def add(self, records: Iterable[SpanRecord]) -> int:
         """Store spans in one transaction; return how many were new (duplicates are ignored)."""
-        return self.add_dicts(r.to_dict() for r in records)
-
-    def add_dicts(self, records: Iterable[dict[str, Any]], *, finite: bool = False) -> int:
-        """:meth:`add` for records in :meth:`SpanRecord.to_dict` form (what in-process export
-        builds straight from the SDK's spans). ``finite=True``: the caller has made sure no
-        NaN or infinity is in them, so they are not searched for one."""
         from .semconv import is_llm_span
 
-        dumps = _json.dumps if finite else _json.dumps_exact
         now = time.time_ns()
         rows = []
         links: dict[str, str] = {}
-        for d in records:
-            attrs = d["attributes"]
-            sid = session_of(attrs)
+        for r in records:
+            sid = session_of(r.attributes)
             if sid:
-                links.setdefault(d["trace_id"], sid)
-            rows.append((d["trace_id"], d["span_id"], d["parent_span_id"], sid, d["name"], d["start_ns"],
-                         d["end_ns"], int(is_llm_span(attrs)), now, dumps(d)))
+                links.setdefault(r.trace_id, sid)
+            rows.append((r.trace_id, r.span_id, r.parent_span_id, sid, r.name, r.start_ns, r.end_ns,
+                         int(is_llm_span(r.attributes)), now, _json.dumps_exact(r.to_dict())))
         if not rows:
             return 0
 
@@ -216,7 +209,8 @@ class SpanStore:
         ``session_id`` selects the whole episode: spans tagged with it plus every span of
         the traces those spans belong to. ``trace:<id>`` selects one session-less trace.
         """
-        where, args = [], []
+        where: list[str] = []
+        args: list[Any] = []
         if session_id is not None:
             if session_id.startswith(TRACE_SESSION_PREFIX):
                 where.append("trace_id = ?")
@@ -295,9 +289,11 @@ class SpanStore:
         """Add spans from JSON lines. The file is validated whole before anything is stored."""
         if isinstance(src, (str, os.PathLike)):
             with open(src, encoding="utf-8") as fh:
-                records = list(read_jsonl(fh))
-        else:
-            records = list(read_jsonl(src))
+                return self._import_lines(fh, batch)
+        return self._import_lines(src, batch)
+
+    def _import_lines(self, lines: Iterable[str], batch: int = 5000) -> int:
+        records = list(read_jsonl(lines))  # all of it checked before the first write
         return sum(self.add(records[i : i + batch]) for i in range(0, len(records), batch))
 
     def export_parquet(self, path: str | os.PathLike[str], **filters: Any) -> int:
@@ -329,7 +325,7 @@ class SpanStore:
                 "`tracerl traces export --format parquet`"
             ) from exc
         # A null cell reads as JSON null, which read_jsonl reports with its row number.
-        return self.import_jsonl(iter("null" if r is None else r for r in column))
+        return self._import_lines("null" if r is None else r for r in column)
 
 
 def _pyarrow() -> tuple[Any, Any]:
@@ -342,26 +338,57 @@ def _pyarrow() -> tuple[Any, Any]:
 
 
 class StoreExporter(SpanExporter):
-    """An OpenTelemetry ``SpanExporter`` writing to a :class:`SpanStore`.
+    """An OpenTelemetry ``SpanExporter`` writing to span stores.
 
-    ``provider.add_span_processor(BatchSpanProcessor(StoreExporter(store)))``. It never
-    raises into the SDK: a failed write is logged and reported as FAILURE.
+    ``provider.add_span_processor(BatchSpanProcessor(StoreExporter(store)))`` writes every span
+    to ``store``. A session that names a store of its own (a training run's folder) claims its
+    spans with :meth:`claim`: those (by session id, or by trace) go to that store only. It
+    never raises into the SDK: a failed write is logged and reported as FAILURE.
     """
 
-    def __init__(self, store: SpanStore):
-        self.store = store
+    # Claims outlive their session a little (spans reported late, by a LiteLLM worker), so
+    # they are forgotten oldest first rather than when the session ends.
+    MAX_CLAIMS = 1 << 16
+
+    def __init__(self, store: SpanStore | None = None):
+        self.shared: list[SpanStore] = [store] if store is not None else []
+        self._claims: collections.OrderedDict[str, SpanStore] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def store(self) -> SpanStore | None:
+        """The first shared store."""
+        return self.shared[0] if self.shared else None
+
+    def claim(self, keys: Sequence[str], store: SpanStore) -> None:
+        """Send the spans of these session ids / trace ids to ``store`` only."""
+        with self._lock:
+            for key in keys:
+                self._claims[key] = store
+                self._claims.move_to_end(key)
+            while len(self._claims) > self.MAX_CLAIMS:
+                self._claims.popitem(last=False)
 
     def export(self, spans: Sequence[Any]) -> SpanExportResult:
-        try:
-            self.store.add_dicts([readable_span_dict(s) for s in spans])
-        except Exception:  # the SDK's worker thread must survive a full disk
-            log.exception("tracerl: could not write %d spans to %s", len(spans), self.store.path)
-            return SpanExportResult.FAILURE
-        return SpanExportResult.SUCCESS
+        by_store: dict[int, tuple[SpanStore, list[SpanRecord]]] = {}
+        with self._lock:
+            for span in spans:
+                record = span_record(span)
+                sid = record.session_id
+                owner = (self._claims.get(sid) if sid else None) or self._claims.get(record.trace_id)
+                for store in [owner] if owner is not None else self.shared:
+                    by_store.setdefault(id(store), (store, []))[1].append(record)
+        result = SpanExportResult.SUCCESS
+        for store, records in by_store.values():
+            try:
+                store.add(records)
+            except Exception:  # the SDK's worker thread must survive a full disk
+                log.exception("tracerl: could not write %d spans to %s", len(records), store.path)
+                result = SpanExportResult.FAILURE
+        return result
 
     def shutdown(self) -> None:
         pass
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True
-

@@ -176,6 +176,7 @@ class Episode(_Model):
     is_correct: bool | None = None
     termination_reason: TerminationReason = TerminationReason.SUCCESS
     error: str | None = None
+    traceback: str | None = Field(None, description="the agent's exception's stack trace, when it raised")
     trace_ids: list[str] = Field(default_factory=list)
     metrics: dict[str, float] = Field(default_factory=dict)
 

@@ -93,7 +93,9 @@ class TorchEngine:
         )
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         torch_dtype = None if dtype == "auto" else getattr(torch, dtype)
-        self.model = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=torch_dtype).to(self.device)
+        self.model: Any = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=torch_dtype)
+        # (transformers types Module.to through a decorator the checker reads as taking a model)
+        self.model.to(self.device)  # type: ignore[arg-type]
         self.model.eval()
         if num_threads is None and self.device == "cpu" and self.model.num_parameters() < SMALL_MODEL_PARAMS:
             # Matrices this small gain nothing from more threads, and when the gateway, the

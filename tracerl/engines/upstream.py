@@ -16,17 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracerl.core.errors import ConfigError, MissingDependencyError
+from tracerl.core.errors import ConfigError, MissingDependencyError, UpstreamError
 
 from .base import Generation, SamplingParams
-
-
-class UpstreamError(RuntimeError):
-    """The upstream server failed or answered something unusable."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
 
 
 class UpstreamEngine:

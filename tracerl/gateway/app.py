@@ -20,7 +20,7 @@ import inspect
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import orjson
@@ -314,7 +314,7 @@ class Gateway:
             raise p.APIError(400, "prompt is empty", param="prompt")
         if any(not isinstance(t, int) or not 0 <= t < len(tok) for t in ids):
             raise p.APIError(400, f"prompt token ids must be integers in [0, {len(tok)})", param="prompt")
-        return ids
+        return [t for t in ids if isinstance(t, int)]  # all of them (checked): typed for the checker
 
     def completion_choice(self, gen: Generation, index: int, req: p.CompletionRequest,
                           prompt_ids: list[int]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -371,7 +371,7 @@ async def _json_body(request: Request) -> Any:
         raise p.APIError(400, f"request body is not valid JSON: {exc}") from exc
 
 
-def json_response(doc: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+def json_response(doc: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
     """``doc`` as a JSON response, serialised with orjson (a few times faster than json)."""
     try:
         body = orjson.dumps(doc)

@@ -32,11 +32,9 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
-from tracerl.core.errors import ConfigError, TracerlError
+from tracerl.core.errors import ConfigError, GatewayProcessError
 
-
-class GatewayProcessError(TracerlError):
-    """The gateway's child process failed or died."""
+__all__ = ["GatewayProcess", "GatewayProcessError"]
 
 
 def _shm_dir() -> str | None:

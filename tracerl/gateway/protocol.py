@@ -12,12 +12,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tracerl.core import _json
+from tracerl.core.errors import TracerlError
 from tracerl.engines.base import SamplingParams
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 
 
-class APIError(Exception):
+class APIError(TracerlError):
     """An OpenAI-style error: ``{"error": {"message", "type", "param", "code"}}`` with a 4xx."""
 
     def __init__(self, status: int, message: str, *, type: str = "invalid_request_error",

@@ -8,7 +8,7 @@ Text is streamed one token at a time; parsed tool calls arrive as one ``tool_cal
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from tracerl.engines.base import Generation
@@ -33,14 +33,14 @@ def _text_pieces(text: str, tokens: list[int], tokenizer: Any) -> list[str]:
     return [p for p in pieces if p]
 
 
-async def sse_chat(doc: dict[str, Any], gens: list[Generation | None], tokenizer: Any,
+async def sse_chat(doc: dict[str, Any], gens: Sequence[Generation | None], tokenizer: Any,
                    req: Any) -> AsyncIterator[bytes]:
     for choice, gen in zip(doc["choices"], gens):
         i, msg = choice["index"], choice["message"]
         yield _event(doc, [{"index": i, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
         content = msg.get("content") or ""
         plain = tokenizer is not None and gen is not None and not msg.get("tool_calls")
-        pieces = _text_pieces(content, gen.token_ids, tokenizer) if plain else [content]
+        pieces = _text_pieces(content, gen.token_ids, tokenizer) if plain and gen is not None else [content]
         for piece in pieces:
             if piece:
                 yield _event(doc, [{"index": i, "delta": {"content": piece}, "finish_reason": None}])

@@ -33,7 +33,7 @@ from .benchmarks import AIME, GSM8K, MATH500, CountdownHub, FinQA, HendrycksMath
 from .coding import MBPP, HumanEval
 from .frozenlake import FrozenLake
 from .hotpotqa import HotpotQA
-from .synthetic import TASKS, SyntheticTask
+from .synthetic import TASKS
 
 
 @dataclass(frozen=True)
@@ -45,14 +45,14 @@ class TaskSpec:
     """
 
     name: str
-    source: SyntheticTask | Any
+    source: Any  # a SyntheticTask, a Benchmark or the FrozenLake game (duck-typed, as above)
     default_agent: str
     description: str
 
     def tasks(self, split: str, n: int, seed: int = 0, path: str | os.PathLike[str] | None = None) -> list[Any]:
         """``n`` tasks of ``split``; ``path`` is local data for a real benchmark (see loaders)."""
         if path is None:
-            return self.source.tasks(split, n, seed)  # type: ignore[arg-type]
+            return self.source.tasks(split, n, seed)
         if not hasattr(self.source, "rows"):
             raise ConfigError(f"{self.name} is generated, it reads no data; drop path={path!r}")
         return self.source.tasks(split, n, seed, path=path)
@@ -64,7 +64,7 @@ class TaskSpec:
         return self.source.reward(task, text, turns)
 
     def is_correct(self, task: Any, text: str | None) -> bool:
-        return self.source.is_correct(task, text)  # type: ignore[union-attr]
+        return bool(self.source.is_correct(task, text))
 
     def feedback(self, task: Any, text: str | None, turn: int) -> str | None:
         return self.source.feedback(task, text, turn)

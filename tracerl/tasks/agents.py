@@ -9,12 +9,12 @@ task's feedback as a new user turn until the answer is right or the turns run ou
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable
 from typing import Any
 
-from tracerl.core.rollout import RolloutConfig, rollout
+from tracerl.core.clients import tls_context
+from tracerl.core.rollout import RolloutContext, rollout
 from tracerl.core.types import Task
 
 from .synthetic import CALCULATOR_TOOL, TASKS, calculator
@@ -30,7 +30,7 @@ def _tool_result(call: dict[str, Any]) -> str:
         return f"error: {exc}"
 
 
-def _body(config: RolloutConfig, messages: list[dict[str, Any]], tools: list[dict] | None, n_call: int) -> dict:
+def _body(config: RolloutContext, messages: list[dict[str, Any]], tools: list[dict] | None, n_call: int) -> dict:
     body: dict[str, Any] = {"model": config.model, "messages": messages, **config.sampling}
     if "seed" in body:  # a distinct, reproducible seed per call of the episode
         body["seed"] = int(body["seed"]) + n_call
@@ -39,24 +39,17 @@ def _body(config: RolloutConfig, messages: list[dict[str, Any]], tools: list[dic
     return body
 
 
-@functools.cache
-def _tls_context() -> Any:
-    import httpx
-
-    return httpx.create_ssl_context()
-
-
-def chat_client(config: RolloutConfig) -> Any:
+def chat_client(config: RolloutContext) -> Any:
     """An HTTP client for the episode's session URL."""
     import httpx
 
-    # One TLS context for all: httpx builds a new one per client, and loading the CA bundle
-    # costs ~17 ms of CPU, most of an episode's client-side CPU (measured: 24 -> 6 ms).
+    # On the process's one TLS context: httpx builds a new one per client, and loading the CA
+    # bundle costs ~17 ms of CPU, most of an episode's client-side CPU (tracerl.core.clients).
     return httpx.Client(base_url=config.base_url, headers={"Authorization": f"Bearer {config.api_key}"},
-                        timeout=120.0, verify=_tls_context())
+                        timeout=120.0, verify=tls_context())
 
 
-def chat_turn(http: Any, config: RolloutConfig, messages: list[dict[str, Any]], tools: list[dict] | None,
+def chat_turn(http: Any, config: RolloutContext, messages: list[dict[str, Any]], tools: list[dict] | None,
               n_call: int) -> dict[str, Any]:
     """One chat completion; the reply is appended to ``messages`` and returned."""
     reply = http.post("/chat/completions", json=_body(config, messages, tools, n_call))
@@ -67,7 +60,7 @@ def chat_turn(http: Any, config: RolloutConfig, messages: list[dict[str, Any]], 
 
 
 def chat_loop(
-    task: Task, config: RolloutConfig, spec: Any, tools: list[dict] | None,
+    task: Task, config: RolloutContext, spec: Any, tools: list[dict] | None,
     tool_results: Callable[[list[dict[str, Any]]], list[dict[str, Any]]], max_tool_calls: int,
 ) -> dict[str, Any]:
     """Chat until the answer stands: tool calls (at most ``max_tool_calls``) are answered with
@@ -91,7 +84,7 @@ def chat_loop(
 
 
 @rollout
-def math_agent(task: Task, config: RolloutConfig) -> dict[str, Any]:
+def math_agent(task: Task, config: RolloutContext) -> dict[str, Any]:
     """Solve one synthetic task; returns the reward and whether the last answer is right."""
     spec = TASKS[task.dataset or "arithmetic"]
     tools = [CALCULATOR_TOOL] if spec.name == "arithmetic" else None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tracerl.core.rollout import RolloutConfig, rollout
+from tracerl.core.rollout import RolloutContext, rollout
 from tracerl.core.types import Task
 
 from .agents import chat_client, chat_loop, chat_turn
@@ -34,7 +34,7 @@ def _tool_results(spec: Any, task: Task, calls: list[dict[str, Any]]) -> list[di
 
 
 @rollout
-def chat_agent(task: Task, config: RolloutConfig) -> dict[str, Any]:
+def chat_agent(task: Task, config: RolloutContext) -> dict[str, Any]:
     """Solve one task of the registry; returns its reward and whether the answer is right."""
     from . import get
 
@@ -44,7 +44,7 @@ def chat_agent(task: Task, config: RolloutConfig) -> dict[str, Any]:
 
 
 @rollout
-def frozenlake_agent(task: Task, config: RolloutConfig) -> dict[str, Any]:
+def frozenlake_agent(task: Task, config: RolloutContext) -> dict[str, Any]:
     """Play one FrozenLake map; the reward replays all replies' moves (see tasks.frozenlake)."""
     from . import get
 

@@ -20,6 +20,7 @@ import re
 from collections import Counter
 from typing import Any, Literal, Protocol
 
+from tracerl.core.errors import TracerlError
 from tracerl.core.types import Task
 
 Split = Literal["train", "test"]
@@ -46,7 +47,7 @@ CALCULATOR_TOOL: dict[str, Any] = {
 # ---------------------------------------------------------------------------- parsing
 
 
-class ExpressionError(ValueError):
+class ExpressionError(TracerlError, ValueError):
     """An expression is not a well-formed integer expression over + - * ( )."""
 
 
