@@ -26,6 +26,7 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check tracerl tests bench examples scripts
+	$(VENV)/bin/mypy
 
 test: $(STAMP) lint
 	$(VENV)/bin/pytest -q

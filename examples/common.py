@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import ssl
 from collections.abc import Callable
 from typing import Any
 
@@ -20,27 +19,8 @@ MULTITURN = TASKS["multiturn"]
 TOOLS = [CALCULATOR_TOOL]
 MAX_CALLS = 3  # LLM calls per episode: a tool call, its answer, one spare
 
-__all__ = ["ARITHMETIC", "MAX_CALLS", "MULTITURN", "SYSTEM_PROMPT", "TLS", "TOOLS", "calculator", "calculator_result",
-           "http_clients", "instructions", "run"]
-
-# Each episode has its own session URL, hence its own OpenAI client, and a new client builds a
-# TLS context, loading the CA bundle again: ~17 ms of CPU (ChatOpenAI makes two), more than
-# everything else an episode costs here. One context for every client, and one pooled
-# connection pool for the sync ones (thread-safe); async clients stay per episode, since each
-# rollout batch runs on its own event loop.
-TLS = ssl.create_default_context()
-_HTTP: Any = None
-
-
-def http_clients() -> dict[str, Any]:
-    """``ChatOpenAI(..., **http_clients())``: HTTP clients that reuse one TLS context."""
-    global _HTTP
-    from openai import DefaultAsyncHttpxClient, DefaultHttpxClient
-
-    if _HTTP is None:
-        _HTTP = DefaultHttpxClient(verify=TLS)
-    return {"http_client": _HTTP, "http_async_client": DefaultAsyncHttpxClient(verify=TLS)}
-
+__all__ = ["ARITHMETIC", "MAX_CALLS", "MULTITURN", "SYSTEM_PROMPT", "TOOLS", "calculator", "calculator_result",
+           "instructions", "run"]
 
 def instructions(messages: list[dict[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
     """Split a task's chat prompt into (system text or None, the other messages), for

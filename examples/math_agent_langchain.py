@@ -5,9 +5,8 @@
 
 from __future__ import annotations
 
-from common import ARITHMETIC, MAX_CALLS, TOOLS, calculator_result, http_clients, run
+from common import ARITHMETIC, MAX_CALLS, TOOLS, calculator_result, run
 from langchain_core.messages import ToolMessage
-from langchain_openai import ChatOpenAI
 
 import tracerl
 
@@ -15,10 +14,8 @@ tracerl.instrument("langchain")  # the one tracerl line
 
 
 @tracerl.rollout(timeout_s=120)
-def solve(task: tracerl.Task, config: tracerl.RolloutConfig) -> dict:
-    llm = ChatOpenAI(model=config.model, base_url=config.base_url, api_key=config.api_key,
-                     temperature=config.sampling["temperature"], max_tokens=config.sampling.get("max_tokens"),
-                     **http_clients())
+def solve(task: tracerl.Task, config: tracerl.RolloutContext) -> dict:
+    llm = config.chat_openai()  # ChatOpenAI on this episode's session URL, one connection pool for all
     model = llm.bind_tools(TOOLS).with_config(metadata={"tracerl_agent": "solver"})
     messages: list = ARITHMETIC.messages(task)  # OpenAI-style dicts; LangChain messages are appended
     answer = ""

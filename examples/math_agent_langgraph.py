@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, TypedDict
 
-from common import ARITHMETIC, MAX_CALLS, TOOLS, calculator_result, http_clients, run
+from common import ARITHMETIC, MAX_CALLS, TOOLS, calculator_result, run
 from langchain_core.messages import AnyMessage, ToolMessage
 from langchain_openai import ChatOpenAI
 from langgraph.graph import END, START, StateGraph
@@ -46,10 +46,8 @@ def build(llm: ChatOpenAI):
 
 
 @tracerl.rollout(timeout_s=120)
-def solve(task: tracerl.Task, config: tracerl.RolloutConfig) -> dict:
-    llm = ChatOpenAI(model=config.model, base_url=config.base_url, api_key=config.api_key,
-                     temperature=config.sampling["temperature"], max_tokens=config.sampling.get("max_tokens"),
-                     **http_clients())
+def solve(task: tracerl.Task, config: tracerl.RolloutContext) -> dict:
+    llm = config.chat_openai()  # ChatOpenAI on this episode's session URL, one connection pool for all
     result = build(llm).invoke({"messages": ARITHMETIC.messages(task)})  # OpenAI-style dicts work as they are
     answer = result["messages"][-1].content
     return {"reward": ARITHMETIC.reward(task, answer), "is_correct": ARITHMETIC.is_correct(task, answer)}

@@ -14,13 +14,12 @@ tracerl.instrument("litellm")  # the one tracerl line
 
 
 @tracerl.rollout(timeout_s=120)
-def solve(task: tracerl.Task, config: tracerl.RolloutConfig) -> dict:
+def solve(task: tracerl.Task, config: tracerl.RolloutContext) -> dict:
     messages = ARITHMETIC.messages(task)
     answer = ""
     for _ in range(MAX_CALLS):
-        reply = litellm.completion(
-            model=f"openai/{config.model}", api_base=config.base_url, api_key=config.api_key, messages=messages,
-            tools=TOOLS, metadata={"tracerl_agent": "solver"}, **config.sampling,
+        reply = litellm.completion(  # this episode's model and sampling, on one connection pool
+            **config.litellm_kwargs(), messages=messages, tools=TOOLS, metadata={"tracerl_agent": "solver"},
         ).choices[0].message
         messages.append(reply.model_dump(exclude_none=True))
         answer = reply.content or ""

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from agents import Agent, ModelSettings, OpenAIResponsesModel, Runner, function_tool
 from agents.exceptions import MaxTurnsExceeded
-from common import ARITHMETIC, MAX_CALLS, TLS, instructions, run
+from common import ARITHMETIC, MAX_CALLS, instructions, run
 from common import calculator as evaluate
-from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
 import tracerl
 
@@ -26,13 +25,12 @@ def calculator(expression: str) -> str:
 
 
 @tracerl.rollout(timeout_s=120)
-async def solve(task: tracerl.Task, config: tracerl.RolloutConfig) -> dict:
-    client = AsyncOpenAI(base_url=config.base_url, api_key=config.api_key,
-                         http_client=DefaultAsyncHttpxClient(verify=TLS))  # see common.TLS
+async def solve(task: tracerl.Task, config: tracerl.RolloutContext) -> dict:
     system, messages = instructions(ARITHMETIC.messages(task))  # the same prompt as the other three versions
     agent = Agent(
         name="solver", instructions=system, tools=[calculator],
-        model=OpenAIResponsesModel(model=config.model, openai_client=client),  # the gateway serves both APIs
+        # the episode's session on one connection pool; the gateway serves the Responses API too
+        model=OpenAIResponsesModel(model=config.model, openai_client=config.async_openai_client()),
         model_settings=ModelSettings(temperature=config.sampling["temperature"],
                                      max_tokens=config.sampling.get("max_tokens")),
     )
@@ -40,7 +38,6 @@ async def solve(task: tracerl.Task, config: tracerl.RolloutConfig) -> dict:
         answer = (await Runner.run(agent, messages, max_turns=MAX_CALLS)).final_output
     except MaxTurnsExceeded:
         answer = None
-    await client.close()
     return {"reward": ARITHMETIC.reward(task, answer), "is_correct": ARITHMETIC.is_correct(task, answer)}
 
 

@@ -17,7 +17,7 @@ tracerl.instrument("litellm")  # the one tracerl line
 
 
 @tracerl.rollout(timeout_s=120)
-def solve(task: tracerl.Task, config: tracerl.RolloutConfig) -> dict:
+def solve(task: tracerl.Task, config: tracerl.RolloutContext) -> dict:
     messages = MULTITURN.messages(task)
     answer, turn = "", 0
     for turn in range(1, MULTITURN.max_turns + 1):

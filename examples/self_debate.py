@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from common import ARITHMETIC, http_clients, run
+from common import ARITHMETIC, run
 from langchain_openai import ChatOpenAI
 from langgraph.graph import END, START, StateGraph
 
@@ -64,10 +64,8 @@ def build(llm: ChatOpenAI):
 
 
 @tracerl.rollout(timeout_s=120)
-def solve(task: tracerl.Task, config: tracerl.RolloutConfig) -> dict:
-    llm = ChatOpenAI(model=config.model, base_url=config.base_url, api_key=config.api_key,
-                     temperature=config.sampling["temperature"], max_tokens=config.sampling.get("max_tokens"),
-                     **http_clients())
+def solve(task: tracerl.Task, config: tracerl.RolloutContext) -> dict:
+    llm = config.chat_openai()  # ChatOpenAI on this episode's session URL, one connection pool for all
     state = build(llm).invoke({"task": task, "debater_a": [], "debater_b": []})
     finals = {name: ARITHMETIC.is_correct(task, last_answer(state[name])) for name in ("debater_a", "debater_b")}
     for name, correct in finals.items():

@@ -72,8 +72,8 @@ def build_graph(llm: ChatOpenAI):
 
 
 @tracerl.rollout(timeout_s=60)
-def solve(task: tracerl.Task, config: tracerl.RolloutConfig) -> dict:
-    llm = ChatOpenAI(model=config.model, base_url=config.base_url, api_key=config.api_key, temperature=0)
+def solve(task: tracerl.Task, config: tracerl.RolloutContext) -> dict:
+    llm = config.chat_openai(temperature=0)
     result = build_graph(llm).invoke({"messages": [HumanMessage(task.data["question"])]})
     answer = re.findall(r"-?\d+", result["messages"][-1].content or "")
     correct = bool(answer) and int(answer[-1]) == task.answer
