@@ -1,2 +1,2 @@
 """RL trainers: advantage estimators and losses as pure functions, one short module each, and
-the update loop. Built in the trainer issue."""
+the loop that runs them (``loop.train``, public as ``tracerl.train``)."""

@@ -1,6 +1,6 @@
 """The training loop, top to bottom: rollouts -> episodes -> advantages -> update -> new weights.
 
-    result = tracerl.trainers.train(TrainConfig(task="arithmetic", steps=40))
+    result = tracerl.train(tracerl.TrainConfig(task="arithmetic", steps=40))
 
 Per step: take ``batch_size`` tasks, run ``group_size`` rollouts of each through the user's
 agent against the gateway (in this process, or in a child process when rollouts overlap
