@@ -75,8 +75,11 @@ def test_ctrl_c_says_the_step_and_how_to_resume(tmp_path):
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "tracerl.cli.main", "train", "arithmetic", "--agent", f"{AGENTS}:parity_agent",
            "--steps", "500", "--output", str(out), "--threads", "1", *TINY]
+    # SIGINT back to its default in the child: a suite started in the background (nohup, `&`)
+    # ignores it, and Python then keeps ignoring it, as it should for a backgrounded run
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+                            env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 240
     while checkpoint.latest(out / "checkpoints") is None:  # a step done, logged and saved
         assert proc.poll() is None, proc.communicate()

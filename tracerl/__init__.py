@@ -47,6 +47,8 @@ _EXPORTS: dict[str, str] = {
     "decode_otlp": "tracerl.core.spans",
     "emit_reward": "tracerl.core.rollout",
     "instrument": "tracerl.adapters",
+    "load_tasks": "tracerl.tasks.data",
+    "reward": "tracerl.tasks.graders",
     "episode_from_spans": "tracerl.core.convert",
     "episodes_from_store": "tracerl.core.convert",
     "group_trajectories": "tracerl.core.types",
@@ -94,6 +96,8 @@ __all__ = [
     "evaluate",
     "group_trajectories",
     "instrument",
+    "load_tasks",
+    "reward",
     "rollout",
     "session",
     "setup_tracing",
@@ -154,6 +158,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from tracerl.engines.torch_engine import TorchEngine
     from tracerl.engines.upstream import UpstreamEngine
     from tracerl.gateway.server import GatewayServer
+    from tracerl.tasks.data import load_tasks
+    from tracerl.tasks.graders import reward
     from tracerl.trainers.config import TrainConfig
     from tracerl.trainers.evaluate import EvalReport, evaluate
     from tracerl.trainers.loop import TrainResult, train

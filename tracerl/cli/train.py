@@ -13,8 +13,38 @@ from tracerl.trainers.config import ALGO_NAMES
 tasks_app = typer.Typer(help="The task registry: what can be trained and evaluated.", no_args_is_help=True)
 
 
+DataOption = Annotated[str | None, typer.Option(
+    "--data", help="your own tasks: JSONL/JSON/CSV/Parquet file, datasets folder, hf:org/name[:config][@split], "
+    "or module:fn (instead of TASK)")]
+EvalDataOption = Annotated[str | None, typer.Option("--eval-data", help="held-out tasks for --data (same forms)")]
+HoldoutOption = Annotated[float | None, typer.Option(
+    "--holdout", min=0.0, max=0.99, help="hold out this share of --data's rows (chosen by row hash: stable)")]
+RewardOption = Annotated[str | None, typer.Option(
+    "--reward", help="grade what the agent returns: exact, numeric, math, regex, contains, json, code, judge, "
+    "or module:fn / path/file.py:fn")]
+
+
+def _data_overrides(data: str | None, eval_data: str | None, holdout: float | None) -> dict[str, Any]:
+    from tracerl.core.errors import ConfigError
+
+    if data is None:
+        if eval_data is not None or holdout is not None:
+            raise ConfigError("--eval-data and --holdout split --data; pass --data FILE too")
+        return {}
+    found: dict[str, Any] = {"path": data}
+    if eval_data is not None:
+        found["eval_path"] = eval_data
+    if holdout is not None:
+        found["holdout"] = holdout
+    return {"data": found}
+
+
 def train(
     task: Annotated[str, typer.Argument(help="task name (tracerl tasks list)")] = "arithmetic",
+    data: DataOption = None,
+    eval_data: EvalDataOption = None,
+    holdout: HoldoutOption = None,
+    reward: RewardOption = None,
     agent: Annotated[str | None, typer.Option(help="rollout function: module:fn or path/file.py:fn")] = None,
     algo: Annotated[str | None, typer.Option(help=" | ".join(ALGO_NAMES) + " (default: grpo)")] = None,
     group_size: Annotated[int | None, typer.Option(help="rollouts per task (G)")] = None,
@@ -43,8 +73,8 @@ def train(
     """
     from tracerl.trainers.config import TrainConfig
 
-    overrides: dict[str, Any] = {"task": task}
-    flags = {"agent": agent, "model": model, "from_traces": from_traces, "output": output, "seed": seed, "steps": steps,
+    overrides: dict[str, Any] = {"task": task, **_data_overrides(data, eval_data, holdout)}
+    flags = {"reward": reward, "agent": agent, "model": model, "from_traces": from_traces, "output": output, "seed": seed, "steps": steps,
              "batch_size": batch_size, "group_size": group_size, "eval_size": eval_size, "threads": threads}
     overrides.update({k: v for k, v in flags.items() if v is not None})
     if resume:
@@ -159,6 +189,12 @@ def list_tasks() -> None:
 
 def evaluate(
     task: Annotated[str, typer.Argument(help="task name (tracerl tasks list)")] = "arithmetic",
+    data: DataOption = None,
+    eval_data: EvalDataOption = None,
+    holdout: HoldoutOption = None,
+    reward: RewardOption = None,
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", help="data.* or reward_options.* setting as dotted.key=value, repeatable")] = None,
     model: Annotated[str | None, typer.Option(help="HF model folder or id served in-process (default: tiny)")] = None,
     base_url: Annotated[str | None, typer.Option(help="evaluate a running OpenAI-compatible server instead")] = None,
     litellm_model: Annotated[str | None, typer.Option(
@@ -201,9 +237,22 @@ def evaluate(
 
     if litellm_model and model:
         raise ConfigError("--model serves a local model, --litellm-model a hosted one: pass one of them")
+    extra: dict[str, Any] = _data_overrides(data, eval_data, holdout)
+    for item in set_ or []:
+        if not item.startswith(("data.", "reward_options.")):
+            raise ConfigError(f"--set {item!r}: tracerl eval takes data.* and reward_options.* settings; "
+                              "the rest are its own flags (tracerl eval --help)")
+        _set_dotted(extra, item)
+    data_cfg = None
+    if "data" in extra:
+        from tracerl.tasks.data import DataConfig
+
+        data_cfg = DataConfig.model_validate(extra["data"])
+        task = "data"
     report = run_eval_command(task, settings, agent=agent, model=model, external=base_url is not None, n=n,
                               ks=pass_k or [], concurrency=concurrency, max_examples=max_examples, split=split,
-                              seed=seed, output=output, litellm_model=litellm_model)
+                              seed=seed, output=output, litellm_model=litellm_model, data=data_cfg,
+                              reward=reward, reward_options=extra.get("reward_options"))
     _print_report(task, report, output)
     _fail_if_all_failed(task, report, output, agent)
 

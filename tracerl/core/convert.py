@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from . import _json
 from . import semconv as sc
 from .sequences import build_sequences
 from .spans import SpanRecord, to_records
@@ -315,6 +316,10 @@ def _episode_info(episode_spans: list[SpanRecord]) -> dict[str, Any]:
                 info["termination_reason"] = TerminationReason(a[sc.TERMINATION_REASON])
             except ValueError:
                 info["termination_reason"] = TerminationReason.ERROR
+        if a.get(sc.EPISODE_ARTIFACTS):
+            with contextlib.suppress(ValueError):
+                artifacts = _json.loads(a[sc.EPISODE_ARTIFACTS])
+                info["artifacts"] = artifacts if isinstance(artifacts, dict) else {"answer": artifacts}
         if a.get(sc.EPISODE_ERROR):
             info["error"] = str(a[sc.EPISODE_ERROR])
             # the stack trace rides in the episode span's exception event (record_exception)
@@ -344,7 +349,7 @@ def episode_from_spans(
             llm_spans.append(s)
         elif sc.is_reward_span(a):
             rewards.append(s)
-        elif a.get(sc.SPAN_TYPE) == "episode":
+        elif a.get(sc.SPAN_TYPE) in ("episode", "grading"):  # the episode's root, its grading's outcome
             episode_spans.append(s)
     # Read in call order so each call's history is parsed once (see MessageCache).
     llm_spans.sort(key=lambda s: (sc._opt_int(s.attributes.get(sc.SEQUENCE)) or 0, s.start_ns))
@@ -406,6 +411,7 @@ def episode_from_spans(
         termination_reason=reason,
         error=info.get("error"),
         traceback=info.get("traceback"),
+        artifacts=info.get("artifacts", {}),
         trace_ids=sorted({s.trace_id for s in tree.spans}),
         metrics={k: float(v) for k, v in sorted(metrics.items())},
     )

@@ -7,6 +7,8 @@
     ├── SpanDecodeError        an OTLP body or a JSON-lines record could not be decoded; also a ValueError
     ├── StoreError             the span store could not be opened, read or written
     ├── RolloutError           every rollout of a training step (or an evaluation) failed
+    ├── GradingError           a reward function could not grade an episode (the episode is kept
+    │                          with termination reason ``grading_error``, never the run stopped)
     ├── UpstreamError          the model server behind the gateway failed or answered something
     │                          unusable (``status``: the HTTP status to answer with)
     ├── GatewayProcessError    the gateway's child process failed or died
@@ -55,6 +57,10 @@ class StoreError(TracerlError):
 
 class RolloutError(TracerlError):
     """Every rollout of a training step, or of an evaluation, failed."""
+
+
+class GradingError(TracerlError):
+    """A reward function could not grade an episode (a judge's unreadable reply, say)."""
 
 
 class UpstreamError(TracerlError, RuntimeError):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import functools
 import inspect
@@ -28,7 +29,7 @@ import logging
 import math
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -41,6 +42,7 @@ from . import clients
 from . import semconv as sc
 from .convert import episode_from_spans
 from .errors import ConfigError
+from .grading import Grader, artifacts_of, grade, record_artifacts
 from .ids import new_episode_id
 from .otel import Tracing, get_tracer, setup_tracing
 from .store import SpanStore
@@ -155,6 +157,7 @@ class Session:
         self.task = task if isinstance(task, Task) or task is None else Task.model_validate(task)
         self._tracing = tracing
         self._span: trace.Span | None = None
+        self._ctx: Context | None = None
         self._token: object | None = None
         self._session_token: contextvars.Token[Session | None] | None = None
         self.termination_reason: TerminationReason | None = None
@@ -216,9 +219,28 @@ class Session:
         if self.settings.store is not None:  # this episode's spans go to its store only
             trace_id = format(self._span.get_span_context().trace_id, "032x")
             self.tracing.claim([self.episode_id, trace_id], self.settings.store)
+        self._ctx = ctx
         self._token = context.attach(trace.set_span_in_context(self._span, ctx))
         self._session_token = _current.set(self)
         return self
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        """An attribute on the episode's span (while the session is open)."""
+        if self._span is not None:
+            self._span.set_attribute(key, value)
+
+    @contextlib.contextmanager
+    def reopened(self) -> Iterator[trace.Tracer]:
+        """The session's context again after it ended (its baggage, its span as the parent), to
+        record what comes after the agent, its grading; yields the session's tracer."""
+        token = context.attach(trace.set_span_in_context(self._span, self._ctx)) if self._span is not None else None
+        session_token = _current.set(self)
+        try:
+            yield self.tracing.tracer(__name__)
+        finally:
+            _current.reset(session_token)
+            if token is not None:
+                context.detach(token)
 
     def end(self, reason: TerminationReason, error: str | None = None) -> None:
         """Record how the episode ended (the first call wins)."""
@@ -325,10 +347,31 @@ def emit_reward(
         pass
 
 
-def _emit_result(result: Any, sess: Session) -> Episode | None:
-    """Turn the user's return value into reward spans (or take a whole Episode)."""
-    if isinstance(result, Episode):
-        return result
+def _finish(result: Any, sess: Session, grader: Grader | None) -> tuple[Episode | None, bool]:
+    """What the agent returned, while the session is still open: (a whole Episode it built,
+    or None; whether ``grader`` grades the episode once it has ended). Its artifacts go on the
+    episode span; without a grader (or when it returned a number) it is its own reward."""
+    if isinstance(result, Episode) and result.trajectories:
+        return result, False  # a whole episode, built by the agent
+    artifacts = artifacts_of(result)
+    if artifacts is not None:
+        record_artifacts(sess, artifacts)
+    if grader is not None and artifacts is not None:
+        return None, True
+    if isinstance(result, Episode):  # artifacts only: its own reward, if it set one
+        if result.reward is not None:
+            emit_reward(result.reward, is_correct=result.is_correct)
+        return None, False
+    if isinstance(result, str):
+        log.warning("rollout %s returned text but no reward function grades it: pass --reward (a built-in "
+                    "grader's name or module:function) or return a float", sess.episode_id)
+        return None, False
+    _emit_result(result, sess)
+    return None, False
+
+
+def _emit_result(result: Any, sess: Session) -> None:
+    """Turn the agent's own return value into reward spans: a float, a bool, a dict of numbers."""
     if isinstance(result, bool):
         emit_reward(float(result), is_correct=result)
     elif isinstance(result, (int, float)):
@@ -339,8 +382,8 @@ def _emit_result(result: Any, sess: Session) -> Episode | None:
             if key != "is_correct" and isinstance(value, (int, float)) and not isinstance(value, bool):
                 emit_reward(float(value), name=str(key), is_correct=correct if key == "reward" else None)
     elif result is not None:
-        log.warning("rollout %s returned %s; expected Episode, float, dict or None", sess.episode_id, type(result).__name__)
-    return None
+        log.warning("rollout %s returned %s; expected a string, a dict, an Episode, a float or None",
+                    sess.episode_id, type(result).__name__)
 
 
 class RolloutFunction:
@@ -352,13 +395,14 @@ class RolloutFunction:
         self.timeout_s = timeout_s
         self.is_async = inspect.iscoroutinefunction(fn)
         self._reported: set[str] = set()  # errors logged in full once already
+        self.quiet = False  # set when the run was interrupted: rollouts still running end unlogged
 
     def _report(self, episode_id: str, exc: BaseException) -> None:
         """Log an episode's error, with where it was raised, the first time it is seen; the
         same error again only at debug level (an agent that fails every rollout would flood
         the log). The whole traceback is on the episode and its span."""
         summary = f"{type(exc).__name__}: {exc}"[:300]
-        if summary in self._reported:
+        if summary in self._reported or self.quiet:
             log.debug("rollout %s ended with %s", episode_id, summary)
             return
         if len(self._reported) < 1000:
@@ -381,13 +425,17 @@ class RolloutFunction:
 
     def __call__(
         self, task: Any, settings: RolloutSettings | None = None, *,
-        episode_id: str | None = None, tracing: Tracing | None = None,
+        episode_id: str | None = None, tracing: Tracing | None = None, reward: Any = None,
     ) -> Any:
-        """Run one episode; returns an Episode (a coroutine of one for an async function)."""
+        """Run one episode; returns an Episode (a coroutine of one for an async function).
+        ``reward``: a reward function (or :class:`~.grading.Grader`) that grades what the
+        agent returned once the episode has ended (see :mod:`tracerl.core.grading`)."""
         if self.is_async:
-            return self.acall(task, settings, episode_id=episode_id, tracing=tracing)
+            return self.acall(task, settings, episode_id=episode_id, tracing=tracing, reward=reward)
+        grader = Grader.of(reward) if reward is not None else None
         sess = self._session(task, settings, episode_id, tracing)
         returned: Episode | None = None
+        graded = False
         timeout = self._timeout(settings)
         try:
             with sess:
@@ -403,36 +451,42 @@ class RolloutFunction:
                         result = pool.submit(ctx.run, self.fn, sess.task, config).result(timeout)
                     finally:
                         pool.shutdown(wait=False)
-                returned = _emit_result(result, sess)
+                returned, graded = _finish(result, sess, grader)
         except Exception as exc:  # noqa: BLE001 - the trainer must survive any agent error
             self._report(sess.episode_id, exc)
-        return returned if returned is not None else sess.episode()
+        episode = returned if returned is not None else sess.episode()
+        return grade(sess, episode, grader) if graded and grader is not None else episode
 
     async def acall(
         self, task: Any, settings: RolloutSettings | None = None, *,
-        episode_id: str | None = None, tracing: Tracing | None = None,
+        episode_id: str | None = None, tracing: Tracing | None = None, reward: Any = None,
     ) -> Episode:
+        grader = Grader.of(reward) if reward is not None else None
         sess = self._session(task, settings, episode_id, tracing)
         returned: Episode | None = None
+        graded = False
         try:
             async with sess:
                 coro = self.fn(sess.task, sess.config())
                 timeout = self._timeout(settings)
                 result = await (asyncio.wait_for(coro, timeout) if timeout else coro)
-                returned = _emit_result(result, sess)
+                returned, graded = _finish(result, sess, grader)
         except Exception as exc:  # noqa: BLE001
             self._report(sess.episode_id, exc)
-        if returned is not None:
-            return returned
-        return await asyncio.to_thread(sess.episode)
+        episode = returned if returned is not None else await asyncio.to_thread(sess.episode)
+        if graded and grader is not None:  # a reward function may block (a judge's HTTP call)
+            return await asyncio.to_thread(grade, sess, episode, grader)
+        return episode
 
 
 def rollout(fn: Callable[..., Any] | None = None, *, timeout_s: float | None = None) -> Any:
     """Decorate ``fn(task, config)`` so that calling it runs one episode and returns an Episode.
 
-    ``fn`` may be sync or async and return an Episode, a float reward, a dict of named
-    rewards (``{"reward": 1.0, "is_correct": True, "format": 0.5}``) or None (rewards emitted
-    with :func:`emit_reward`). Exceptions and timeouts become a ``termination_reason``.
+    ``fn`` may be sync or async. It returns what it produced, for a reward function to grade
+    (a string, a dict of artifacts, or an ``Episode(artifacts=...)``; see
+    :mod:`tracerl.core.grading`), or its own reward: a float or a dict of named rewards
+    (``{"reward": 1.0, "is_correct": True, "format": 0.5}``), or None (rewards emitted with
+    :func:`emit_reward`). Exceptions and timeouts become a ``termination_reason``.
     """
     if fn is None:
         return lambda f: RolloutFunction(f, timeout_s)

@@ -38,7 +38,7 @@ from .types import Message, ToolCall
 # --- our attributes ---------------------------------------------------------------------
 
 SESSION_ID = "tracerl.session.id"
-SPAN_TYPE = "tracerl.span.type"  # "llm" | "reward" | "episode"
+SPAN_TYPE = "tracerl.span.type"  # "llm" | "reward" | "episode" | "grading"
 SOURCE = "tracerl.source"  # "gateway" on the gateway's span
 SEQUENCE = "tracerl.llm.sequence"
 PROMPT_IDS = "tracerl.llm.prompt_token_ids"
@@ -59,6 +59,7 @@ TASK_ID = "tracerl.task.id"
 TASK_JSON = "tracerl.task.json"
 TERMINATION_REASON = "tracerl.episode.termination_reason"
 EPISODE_ERROR = "tracerl.episode.error"
+EPISODE_ARTIFACTS = "tracerl.episode.artifacts"  # JSON of what the agent returned
 BAGGAGE_SESSION_KEY = "tracerl.session_id"
 
 # --- conventions we read ----------------------------------------------------------------

@@ -70,6 +70,7 @@ class TerminationReason(str, Enum):
     CANCELLED = "cancelled"
     NO_LLM_CALLS = "no_llm_calls"
     MISSING_TOKEN_IDS = "missing_token_ids"  # some step has no token ids (no gateway span)
+    GRADING_ERROR = "grading_error"  # the reward function raised or gave no number
 
 
 class Task(_Model):
@@ -177,6 +178,9 @@ class Episode(_Model):
     termination_reason: TerminationReason = TerminationReason.SUCCESS
     error: str | None = None
     traceback: str | None = Field(None, description="the agent's exception's stack trace, when it raised")
+    artifacts: dict[str, Any] = Field(
+        default_factory=dict, description="what the agent produced ({'answer': text} for a returned string), "
+        "which a reward function grades")
     trace_ids: list[str] = Field(default_factory=list)
     metrics: dict[str, float] = Field(default_factory=dict)
 

@@ -9,6 +9,10 @@
 The default agent of a task is a rollout function (``module:fn``) the trainer and
 ``tracerl eval`` use when no ``--agent`` is given.
 
+Your own tasks: ``tracerl train --data tasks.jsonl --agent app.py:solve --reward math`` reads
+them with :func:`~.data.load_tasks` (files, dataset folders, ``hf:`` ids, functions);
+:func:`register` gives them a name a team can share.
+
 Tasks:
 
 * synthetic, generated (no data needed): ``arithmetic``, ``countdown``, ``multiturn``; and
@@ -28,9 +32,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracerl.core.errors import ConfigError
+from tracerl.core.types import Task
 
 from .benchmarks import AIME, GSM8K, MATH500, CountdownHub, FinQA, HendrycksMath
 from .coding import MBPP, HumanEval
+from .data import DataConfig, UserTasks, load_data, load_tasks, rows_to_tasks, split_tasks
 from .frozenlake import FrozenLake
 from .hotpotqa import HotpotQA
 from .synthetic import TASKS
@@ -45,9 +51,10 @@ class TaskSpec:
     """
 
     name: str
-    source: Any  # a SyntheticTask, a Benchmark or the FrozenLake game (duck-typed, as above)
+    source: Any  # a SyntheticTask, a Benchmark, the FrozenLake game or UserTasks (duck-typed)
     default_agent: str
     description: str
+    default_reward: Any = None  # the reward function (a spec or a callable) when no --reward is given
 
     def tasks(self, split: str, n: int, seed: int = 0, path: str | os.PathLike[str] | None = None) -> list[Any]:
         """``n`` tasks of ``split``; ``path`` is local data for a real benchmark (see loaders)."""
@@ -95,6 +102,57 @@ for _source in (GSM8K(), MATH500(), HendrycksMath(), AIME(), FinQA(), CountdownH
                 HotpotQA(), FrozenLake()):
     REGISTRY[_source.name] = TaskSpec(_source.name, _source, _source.default_agent, _source.description)
 del _source
+
+
+DATA_AGENT = "tracerl.tasks.agents:question_agent"
+
+
+def register(name: str, tasks: Any, *, eval_tasks: Any = None, holdout: float = 0.0, reward: Any = None,
+             agent: str | None = None, description: str = "", answer: str | None = "answer",
+             columns: dict[str, str] | None = None, replace: bool = False) -> TaskSpec:
+    """Register ``name`` so ``tracerl train NAME`` / ``tracerl eval NAME`` (and ``TrainConfig(
+    task=NAME)``) run it, e.g. a team's shared task in its own package::
+
+        tracerl.tasks.register("support-tickets", "data/tickets.jsonl", holdout=0.1,
+                               reward="exact", agent="myapp.agent:solve")
+
+    ``tasks``: a source :func:`~tracerl.tasks.data.load_tasks` reads, or a list of Tasks or
+    rows; ``eval_tasks`` the same for the held-out split (else ``holdout`` of the rows, by
+    row hash). ``reward``: the default reward function (a built-in grader's name, a
+    ``module:fn`` spec or a callable); ``agent``: the default rollout function (default: one
+    chat turn with the row's ``question``). A name already taken is an error unless
+    ``replace``."""
+    if name in REGISTRY and not replace:
+        raise ConfigError(f"task {name!r} is already registered; pick another name or pass replace=True")
+    cfg = DataConfig(path=tasks if isinstance(tasks, str) else "<tasks>", holdout=holdout, answer=answer,
+                     columns=columns or {})
+    train = _tasks_of(tasks, cfg, name)
+    held = _tasks_of(eval_tasks, cfg, name) if eval_tasks is not None else None
+    train, test = split_tasks(train, cfg, held)
+    spec = TaskSpec(name, UserTasks(name, train, test), agent or DATA_AGENT, description or f"{len(train)} tasks",
+                    reward)
+    REGISTRY[name] = spec
+    return spec
+
+
+def _tasks_of(source: Any, cfg: DataConfig, name: str) -> list[Any]:
+    options: dict[str, Any] = {"answer": cfg.answer, "columns": cfg.columns, "name": name}
+    if isinstance(source, (str, os.PathLike)):
+        return load_tasks(source, **options)
+    rows = list(source)
+    if rows and all(isinstance(t, Task) for t in rows):
+        return [t.model_copy(update={"dataset": name}) for t in rows]
+    return rows_to_tasks(rows, f"task {name!r}", **options)
+
+
+def from_data(cfg: DataConfig, name: str = "data") -> TaskSpec:
+    """The task a run's ``--data`` makes (not registered)."""
+    train, test = load_data(cfg)
+    named = [t.model_copy(update={"dataset": name}) for t in train]
+    held = [t.model_copy(update={"dataset": name}) for t in test]
+    spec = TaskSpec(name, UserTasks(name, named, held), DATA_AGENT, f"{len(train)} tasks from {cfg.path}")
+    REGISTRY[name] = spec  # the default agent finds its prompt by task.dataset
+    return spec
 
 
 def get(name: str) -> TaskSpec:

@@ -93,3 +93,15 @@ def math_agent(task: Task, config: RolloutContext) -> dict[str, Any]:
         return [{"role": "tool", "tool_call_id": c.get("id"), "content": _tool_result(c)} for c in calls]
 
     return chat_loop(task, config, spec, tools, results, MAX_TOOL_CALLS)
+
+
+@rollout
+def question_agent(task: Task, config: RolloutContext) -> str:
+    """The default agent of the user's own data: the row's ``question`` as one user turn, the
+    model's reply returned for the reward function to grade (``--reward``)."""
+    from . import get
+
+    messages = get(task.dataset).messages(task) if task.dataset else [
+        {"role": "user", "content": str(task.data.get("question", ""))}]
+    with chat_client(config) as http:
+        return str(chat_turn(http, config, messages, None, 0).get("content") or "")

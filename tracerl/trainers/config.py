@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from tracerl.core.errors import ConfigError
 from tracerl.core.rollout import RolloutSettings
 from tracerl.core.types import TerminationReason
+from tracerl.tasks.data import DataConfig
 
 
 class _Config(BaseModel):
@@ -112,10 +113,19 @@ class LoraSettings(_Config):
 class TrainConfig(_Config):
     """Everything one ``tracerl train`` run needs."""
 
-    task: str = Field("arithmetic", description="task name in the registry (tracerl tasks list)")
+    task: str = Field("arithmetic", description="task name in the registry (tracerl tasks list); "
+                      "ignored when data is given")
+    data: DataConfig | None = Field(None, description="the user's own tasks (--data): a file, a datasets "
+                                    "folder, hf:org/name, or module:fn; overrides task")
     agent: str | None = Field(
         None, description="rollout function as module:fn or path/file.py:fn (default: the task's agent)"
     )
+    reward: str | None = Field(
+        None, description="reward function grading what the agent returns: a built-in grader (exact, numeric, "
+        "math, regex, contains, json, code, judge) or module:fn / path/file.py:fn (default: the task's, else the "
+        "agent's own returned reward)")
+    reward_options: dict[str, Any] = Field(
+        default_factory=dict, description="options of a built-in grader, e.g. {pattern: 'Answer: (\\d+)'} for regex")
     model: str | None = Field(None, description="HF model path or hub id (default: the bundled tiny model)")
     from_traces: Path | None = Field(
         None, description="train on exported traces (traces.db or spans .jsonl) instead of live rollouts; "
@@ -149,7 +159,7 @@ class TrainConfig(_Config):
     exclude: list[TerminationReason] = Field(
         default_factory=lambda: [
             TerminationReason.ERROR, TerminationReason.TIMEOUT, TerminationReason.CANCELLED,
-            TerminationReason.NO_LLM_CALLS, TerminationReason.MISSING_TOKEN_IDS,
+            TerminationReason.NO_LLM_CALLS, TerminationReason.MISSING_TOKEN_IDS, TerminationReason.GRADING_ERROR,
         ],
         description="episodes ending so are counted and left out of the update",
     )

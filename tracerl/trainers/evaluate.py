@@ -94,22 +94,29 @@ def evaluate(
     seed: int = 0,
     concurrency: int = 32,
     tag: str = "eval",
+    reward: Any = None,
 ) -> EvalReport:
-    """Run ``n`` rollouts of every task (seeded by position) and summarise them."""
+    """Run ``n`` rollouts of every task (seeded by position), graded by ``reward`` when given,
+    and summarise them."""
     jobs = [
         (task, f"{tag}-t{i}-n{j}", settings.model_copy(update={"seed": rollout_seed(seed, EVAL_SEED, i, j)}))
         for i, task in enumerate(tasks) for j in range(n)
     ]
-    episodes = run_rollouts(agent, jobs, tracing=tracing, concurrency=concurrency)
+    episodes = run_rollouts(agent, jobs, tracing=tracing, concurrency=concurrency, reward=reward)
     return EvalReport.from_episodes(episodes, n, ks)
 
 
 def run_eval_command(
     task: str, settings: RolloutSettings, *, agent: str | None, model: str | None, external: bool, n: int,
     ks: Sequence[int], concurrency: int, max_examples: int, split: str, seed: int, output: Path,
-    litellm_model: str | None = None,
+    litellm_model: str | None = None, data: Any = None, reward: str | None = None,
+    reward_options: dict[str, Any] | None = None,
 ) -> EvalReport:
     """``tracerl eval``: serve ``model`` in-process unless ``external``, evaluate, save episodes.
+
+    ``data`` (a :class:`~tracerl.tasks.data.DataConfig`) evaluates the user's own tasks
+    instead of ``task``: their held-out split when the config names one, else all rows.
+    ``reward`` grades what the agent returns (see ``TrainConfig.reward``).
 
     With ``litellm_model`` the in-process gateway forwards every call through LiteLLM to that
     model (``provider/model``, credentials from the provider's usual environment variables,
@@ -121,20 +128,22 @@ def run_eval_command(
     from tracerl.core.store import SpanStore
 
     from .model_path import resolve_model
-    from .rollouts import load_agent
+    from .rollouts import load_agent, task_reward
 
     if model is not None:  # before anything is written: a typo'd path is one line, not a traceback
         model = resolve_model(model)
-    spec = registry.get(task)
+    spec = registry.from_data(data) if data is not None else registry.get(task)
     fn = load_agent(agent or spec.default_agent)
-    tasks = spec.tasks(split, max_examples, seed=0)
+    grader = task_reward(reward, reward_options or {}, spec)
+    tasks = _eval_tasks(spec, split, max_examples)
     output.mkdir(parents=True, exist_ok=True)
     store = SpanStore(str(output / "traces.db"))
     settings = settings.model_copy(update={"store": store.path})
     tracing = setup_tracing(use_store=False)  # the sessions name the store: it claims their spans
     tracing.store(store)
     if external and not litellm_model:
-        report = evaluate(fn, tasks, settings, tracing=tracing, n=n, ks=ks, seed=seed, concurrency=concurrency)
+        report = evaluate(fn, tasks, settings, tracing=tracing, n=n, ks=ks, seed=seed, concurrency=concurrency,
+                          reward=grader)
     else:
         from tracerl.gateway.server import GatewayServer
 
@@ -143,17 +152,27 @@ def run_eval_command(
             with GatewayServer(engine, store) as gateway:
                 local = settings.model_copy(update={"gateway_url": gateway.url, "session_path": True,
                                                     "model": engine.model_name})
-                report = evaluate(fn, tasks, local, tracing=tracing, n=n, ks=ks, seed=seed, concurrency=concurrency)
+                report = evaluate(fn, tasks, local, tracing=tracing, n=n, ks=ks, seed=seed, concurrency=concurrency,
+                                  reward=grader)
         finally:
             _close(engine)
     with open(output / "episodes.jsonl", "w") as fh:
         for ep in report.episodes:
             fh.write(ep.model_dump_json() + "\n")
-    summary = {"task": task, "n": n, "accuracy": report.accuracy, "accuracy_ci95": report.accuracy_ci,
+    summary = {"task": spec.name, "n": n, "accuracy": report.accuracy, "accuracy_ci95": report.accuracy_ci,
                "pass_at_k": {str(k): {"value": v, "ci95": c} for k, (v, c) in report.pass_at.items()},
                "reward_mean": report.reward_mean, "termination_reasons": report.reasons}
     (output / "report.json").write_text(json.dumps(summary, indent=2))
     return report
+
+
+def _eval_tasks(spec: Any, split: str, n: int) -> list[Task]:
+    """``n`` tasks of ``split``; the user's own data without a held-out split: its rows."""
+    from tracerl.tasks.data import UserTasks
+
+    if isinstance(spec.source, UserTasks) and split == "test" and not spec.source.test:
+        return spec.source.tasks("train", min(n, len(spec.source.train)), seed=0)
+    return list(spec.tasks(split, n, seed=0))
 
 
 def _eval_engine(settings: RolloutSettings, model: str | None, litellm_model: str | None, external: bool) -> Any:

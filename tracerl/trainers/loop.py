@@ -46,7 +46,7 @@ from .model_path import resolve_model
 from .producer import Producer
 from .progress import Progress
 from .rft import load_traces, make_rft_batch, select, sft_rows
-from .rollouts import load_agent, rollout_seed, run_rollouts
+from .rollouts import load_agent, rollout_seed, run_rollouts, task_reward
 from .update import make_optimizer, policy_update, sft_update
 
 log = logging.getLogger(__name__)
@@ -94,6 +94,7 @@ class _Run:
     start_step: int = 0
     resumed_from: Path | None = None
     agent_spec: str = "module:fn"  # how to name the agent in a message (--agent ...)
+    reward: Any = None  # the reward function grading what the agent returns (None: its own reward)
     failed_steps: int = 0  # consecutive steps whose every rollout failed
     version: int = 0
     nonce: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
@@ -114,9 +115,9 @@ def train(cfg: TrainConfig, *, agent: RolloutFunction | None = None, tracing: Tr
         with _serving(run) as (gateway_url, engine):
             engine.update_weights(lora.merged_state_dict(run.model), run.version)  # resumed or adapted weights
             settings = cfg.rollout.model_copy(update={"gateway_url": gateway_url, "store": run.store.path})
-            if run.start_step == 0 and cfg.eval_size:
+            if run.start_step == 0 and run.eval_tasks:
                 result.accuracy_before = _evaluate(run, settings, 0, logger, progress)
-            elif cfg.eval_size:  # measured by the run this one continues
+            elif run.eval_tasks:  # measured by the run this one continues
                 result.accuracy_before = _earlier_accuracy(cfg.output)
             producer = Producer(lambda step: _rollouts(run, settings, step), run.start_step, cfg.steps,
                                 0 if cfg.from_traces else cfg.async_staleness)
@@ -124,7 +125,7 @@ def train(cfg: TrainConfig, *, agent: RolloutFunction | None = None, tracing: Tr
                 metrics = _offline_step(run, step) if cfg.from_traces else _train_step(run, episodes, rollout_s)
                 _push_weights(run, engine)
                 producer.updated(step)
-                if cfg.eval_size and cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step + 1 < cfg.steps:
+                if run.eval_tasks and cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step + 1 < cfg.steps:
                     metrics["eval/accuracy"] = _evaluate(run, settings, step + 1, None, progress)
                 logger.log(step + 1, metrics)
                 result.history.append({"step": step + 1, **metrics})
@@ -133,7 +134,7 @@ def train(cfg: TrainConfig, *, agent: RolloutFunction | None = None, tracing: Tr
                 all_failed = bool(episodes) and len(failed_episodes(episodes)) == len(episodes)
                 if not all_failed and ((cfg.save_every and (step + 1) % cfg.save_every == 0) or step + 1 == cfg.steps):
                     result.final_checkpoint = _save(run, step + 1)
-            if cfg.eval_size:
+            if run.eval_tasks:
                 result.accuracy_after = _evaluate(run, settings, cfg.steps, logger, progress)
     except KeyboardInterrupt as exc:
         done = int(result.history[-1]["step"]) if result.history else run.start_step
@@ -200,9 +201,10 @@ def _setup(cfg: TrainConfig, agent: RolloutFunction | None, tracing: Tracing | N
     torch.manual_seed(cfg.seed)
     if cfg.deterministic:
         torch.use_deterministic_algorithms(True)
-    spec = tasks.get(cfg.task)
+    spec = tasks.from_data(cfg.data) if cfg.data is not None else tasks.get(cfg.task)
     agent_spec = cfg.agent or (spec.default_agent if agent is None else "module:fn")
     agent = agent or load_agent(agent_spec)
+    reward = task_reward(cfg.reward, cfg.reward_options, spec)
     base = resolve_model(cfg.model)
     if not cfg.resume and checkpoint.latest(cfg.output / "checkpoints") is not None:
         raise ConfigError(f"{cfg.output} holds a previous run's checkpoints; pass --resume to continue it, "
@@ -242,8 +244,11 @@ def _setup(cfg: TrainConfig, agent: RolloutFunction | None, tracing: Tracing | N
         optimizer=optimizer, scheduler=scheduler, store=store, tracing=tracing,
         train_tasks=spec.tasks("train", cfg.steps * cfg.batch_size, seed=cfg.seed),
         eval_tasks=spec.tasks("test", cfg.eval_size, seed=0) if cfg.eval_size else [],
-        agent_spec=agent_spec,
+        agent_spec=agent_spec, reward=reward,
     )
+    if cfg.eval_size and not run.eval_tasks:
+        log.warning("%s has no held-out tasks, so no accuracy is measured: pass --eval-data, --holdout or "
+                    "--set data.split_column=COLUMN", spec.name)
     if cfg.from_traces is not None:
         assert isinstance(cfg.algo, RFT)
         episodes = load_traces(Path(cfg.from_traces), tokenizer)
@@ -309,7 +314,7 @@ def _rollouts(run: _Run, settings: RolloutSettings, step: int) -> list[Episode]:
          settings.model_copy(update={"seed": rollout_seed(cfg.seed, step, i, g)}))
         for i, task in enumerate(tasks) for g in range(cfg.group_size)
     ]
-    episodes = run_rollouts(run.agent, jobs, tracing=run.tracing, concurrency=cfg.concurrency)
+    episodes = run_rollouts(run.agent, jobs, tracing=run.tracing, concurrency=cfg.concurrency, reward=run.reward)
     _check_failures(run, episodes, step)
     return episodes
 
@@ -348,11 +353,16 @@ def _check_failures(run: _Run, episodes: list[Episode], step: int) -> None:
     if run.failed_steps >= run.cfg.max_failed_steps:
         raise RolloutError(
             f"step {step + 1}: all {len(episodes)} rollouts failed{in_a_row}, the first with {what}; "
-            f"check the agent: run `tracerl eval {run.cfg.task} --agent {run.agent_spec} --max-examples 1` "
+            f"check the agent: run `tracerl eval {_task_args(run.cfg)} --agent {run.agent_spec} --max-examples 1` "
             "to see one episode's error", episode_id=first.id)
     log.warning("step %d: all %d rollouts failed, the first with %s; is the agent configured right? "
                 "(the run stops after %d such steps in a row)", step + 1, len(episodes), what,
                 run.cfg.max_failed_steps)
+
+
+def _task_args(cfg: TrainConfig) -> str:
+    """How the command line names the run's tasks."""
+    return f"--data {cfg.data.path}" if cfg.data is not None else cfg.task
 
 
 def _evaluate(run: _Run, settings: RolloutSettings, step: int, logger: MetricsLogger | None,
@@ -361,7 +371,7 @@ def _evaluate(run: _Run, settings: RolloutSettings, step: int, logger: MetricsLo
     cfg = run.cfg
     report = evaluate(run.agent, run.eval_tasks, settings.model_copy(update={"temperature": cfg.eval_temperature}),
                       tracing=run.tracing, seed=cfg.seed, concurrency=cfg.concurrency,
-                      tag=f"{run.nonce}-eval{step}")
+                      tag=f"{run.nonce}-eval{step}", reward=run.reward)
     if logger is not None:
         logger.log(step, episode_metrics(report.episodes, prefix="eval"))
     progress.evaluated(step, report.accuracy)

@@ -54,6 +54,20 @@ def load_agent(spec: str) -> RolloutFunction:
     return fn if isinstance(fn, RolloutFunction) else rollout(fn)
 
 
+def task_reward(spec: str | None, options: dict[str, Any], task: Any) -> Any:
+    """The reward function of a run: ``spec`` (a built-in grader's name or module:fn) with its
+    ``options``, else the task's own default, else None (the agent returns its own reward)."""
+    chosen = spec if spec is not None else getattr(task, "default_reward", None)
+    if chosen is None:
+        if options:
+            raise ConfigError(f"reward_options {sorted(options)} are set but no reward function is named; "
+                              "pass --reward NAME")
+        return None
+    from tracerl.tasks.graders import resolve_reward
+
+    return resolve_reward(chosen, **options)
+
+
 def rollout_seed(seed: int, *parts: int) -> int:
     """A sampling seed that depends only on the run seed and the rollout's position."""
     digest = hashlib.sha256(":".join(map(str, (seed, *parts))).encode()).digest()
@@ -66,15 +80,18 @@ def run_rollouts(
     *,
     tracing: Tracing,
     concurrency: int,
+    reward: Any = None,
 ) -> list[Episode]:
-    """Run ``(task, episode_id, settings)`` jobs, ``concurrency`` at a time; episodes in job order."""
+    """Run ``(task, episode_id, settings)`` jobs, ``concurrency`` at a time; episodes in job
+    order, each graded by ``reward`` when given (see tracerl.core.grading)."""
     if agent.is_async:
-        return asyncio.run(_run_async(agent, jobs, tracing, concurrency))
+        return asyncio.run(_run_async(agent, jobs, tracing, concurrency, reward))
     pool = concurrent.futures.ThreadPoolExecutor(concurrency, thread_name_prefix="tracerl-agent")
     try:
-        futures = [pool.submit(_guarded, agent, t, eid, s, tracing) for t, eid, s in jobs]
+        futures = [pool.submit(_guarded, agent, t, eid, s, tracing, reward) for t, eid, s in jobs]
         episodes = [f.result() for f in futures]
-    except BaseException:  # Ctrl-C: drop the queued rollouts now; running ones end on their own
+    except BaseException:  # Ctrl-C: drop the queued rollouts now; running ones end on their own, unlogged
+        agent.quiet = True
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown()
@@ -82,21 +99,21 @@ def run_rollouts(
 
 
 def _guarded(agent: Callable[..., Any], task: Task, episode_id: str, settings: RolloutSettings,
-             tracing: Tracing) -> Episode:
+             tracing: Tracing, reward: Any) -> Episode:
     try:
-        return agent(task, settings, episode_id=episode_id, tracing=tracing)
+        return agent(task, settings, episode_id=episode_id, tracing=tracing, reward=reward)
     except Exception as exc:  # noqa: BLE001 - assembling the episode itself failed
         return _failed(task, episode_id, exc)
 
 
 async def _run_async(agent: RolloutFunction, jobs: Sequence[tuple[Task, str, RolloutSettings]],
-                     tracing: Tracing, concurrency: int) -> list[Episode]:
+                     tracing: Tracing, concurrency: int, reward: Any) -> list[Episode]:
     gate = asyncio.Semaphore(concurrency)
 
     async def one(task: Task, episode_id: str, settings: RolloutSettings) -> Episode:
         async with gate:
             try:
-                return await agent.acall(task, settings, episode_id=episode_id, tracing=tracing)
+                return await agent.acall(task, settings, episode_id=episode_id, tracing=tracing, reward=reward)
             except Exception as exc:  # noqa: BLE001
                 return _failed(task, episode_id, exc)
 
