@@ -82,7 +82,8 @@ def test_a_split_column_and_an_eval_file(tmp_path):
     assert (len(train), len(held)) == (30, 10)
 
 
-def test_training_draws_every_task_before_any_repeats(tmp_path):
+def test_training_draws_every_task_before_any_repeats(tmp_path, monkeypatch):
+    monkeypatch.setattr(tracerl.tasks, "REGISTRY", dict(tracerl.tasks.REGISTRY))  # registered for this test only
     spec = tracerl.tasks.register("test-draws", str(_jsonl(tmp_path / "q.jsonl", ROWS[:10])), replace=True)
     drawn = [t.id for t in spec.tasks("train", 25, seed=3)]
     assert len(set(drawn[:10])) == 10 and set(drawn[10:20]) == set(drawn[:10]) and drawn[:10] != drawn[10:20]

@@ -146,3 +146,34 @@ def test_a_reward_function_with_the_wrong_signature_is_one_line(project, capsys)
     assert code == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "grade(answer)" in err[0] and "takes (task, artifacts)" in err[0], err
+
+
+def test_the_readme_own_data_example_runs_as_written(tmp_path, capsys):
+    """The README's app.py and reward.py, copied out of it, evaluate as its command says."""
+    import re
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    blocks = re.findall(r"```python\n(# (app|reward)\.py.*?)```", readme, re.DOTALL)
+    assert {name for _, name in blocks} == {"app", "reward"}
+    for code, name in blocks:
+        (tmp_path / f"{name}.py").write_text(code)
+    (tmp_path / "tasks.jsonl").write_text("".join(
+        json.dumps({"question": f"What is {a} + 1?", "answer": a + 1}) + "\n" for a in range(6)))
+    code = main(["eval", "--data", str(tmp_path / "tasks.jsonl"), "--agent", f"{tmp_path / 'app.py'}:solve",
+                 "--reward", f"{tmp_path / 'reward.py'}:grade", "--output", str(tmp_path / "eval")])
+    assert code == 0
+    episodes = [tracerl.Episode.model_validate_json(x) for x in (tmp_path / "eval" / "episodes.jsonl").read_text()
+                .splitlines()]
+    assert len(episodes) == 6 and all(ep.reward in (0.0, 1.0) and ep.artifacts for ep in episodes)
+
+
+def test_without_an_agent_the_rows_question_is_asked_as_it_is(tmp_path):
+    rows = [{"question": f"What is {a} + 2?", "answer": a + 2} for a in range(4)]
+    (tmp_path / "q.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code = main(["eval", "--data", str(tmp_path / "q.jsonl"), "--reward", "regex", "--set",
+                 r"reward_options.pattern=(-?\d+)\D*$", "--output", str(tmp_path / "e")])
+    assert code == 0
+    episodes = [tracerl.Episode.model_validate_json(x) for x in (tmp_path / "e" / "episodes.jsonl").read_text()
+                .splitlines()]
+    assert sorted(ep.steps[0].input_messages[0].content for ep in episodes) == sorted(r["question"] for r in rows)
+    assert all(ep.reward is not None for ep in episodes)

@@ -6,6 +6,7 @@ import sys
 
 import typer
 
+from tracerl.cli import init as init_cli
 from tracerl.cli import serve, traces
 from tracerl.cli import train as train_cli
 
@@ -14,14 +15,17 @@ app = typer.Typer(
         "tracerl: train LLM agents with reinforcement learning from their OpenTelemetry traces.\n\n"
         "Instrument an agent (any framework), let its LLM calls become spans in a span store, "
         "turn the spans into episodes, and train on them.\n\n"
-        "  tracerl train arithmetic        RL on the bundled tiny model (CPU, minutes)\n\n"
-        "  tracerl eval arithmetic         accuracy and pass@k of an agent on a task\n\n"
+        "  tracerl init my-agent           a project to start from: app, tasks, reward, config\n\n"
+        "  tracerl train --data tasks.jsonl --agent app.py:solve --reward reward.py:grade\n\n"
+        "  tracerl eval --data tasks.jsonl --agent app.py:solve --reward math\n\n"
+        "  tracerl train arithmetic        RL on a built-in task with the bundled tiny model\n\n"
         "  tracerl traces list             what your agents recorded\n\n"
         "  tracerl gateway serve           serve a policy with token-level recording"
     ),
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+app.command("init")(init_cli.init)
 app.command("train")(train_cli.train)
 app.command("eval")(train_cli.evaluate)
 app.add_typer(train_cli.tasks_app, name="tasks")

@@ -77,13 +77,14 @@ class Tracing:
     processors: list[SpanProcessor] = field(default_factory=list)  # ours, in the order added
 
     def store(self, store: SpanStore | str) -> SpanStore:
-        """The store at this path (opened once), or ``store`` itself, registered here."""
+        """The store at this path (opened once), or ``store`` itself, registered here. Keyed
+        by the absolute path: ``runs/eval`` from two working folders is two stores."""
         if isinstance(store, SpanStore):
-            return self.stores.setdefault(store.path, store)
+            return self.stores.setdefault(_key(store.path), store)
         path = str(store)
-        found = self.stores.get(path)
+        found = self.stores.get(_key(path))
         if found is None:
-            found = self.stores[path] = SpanStore(path)
+            found = self.stores[_key(path)] = SpanStore(path)
         return found
 
     def claim(self, keys: Sequence[str], store: SpanStore | str) -> SpanStore:
@@ -106,6 +107,10 @@ class Tracing:
     def tracer(self, name: str = TRACER_NAME) -> trace.Tracer:
         """The SDK tracer ``name`` of this provider."""
         return self.provider.get_tracer(name)
+
+
+def _key(path: str) -> str:
+    return path if path == ":memory:" else os.path.abspath(path)
 
 
 def _sdk_provider(provider: Any | None) -> TracerProvider:

@@ -150,9 +150,7 @@ def from_data(cfg: DataConfig, name: str = "data") -> TaskSpec:
     train, test = load_data(cfg)
     named = [t.model_copy(update={"dataset": name}) for t in train]
     held = [t.model_copy(update={"dataset": name}) for t in test]
-    spec = TaskSpec(name, UserTasks(name, named, held), DATA_AGENT, f"{len(train)} tasks from {cfg.path}")
-    REGISTRY[name] = spec  # the default agent finds its prompt by task.dataset
-    return spec
+    return TaskSpec(name, UserTasks(name, named, held), DATA_AGENT, f"{len(train)} tasks from {cfg.path}")
 
 
 def get(name: str) -> TaskSpec:

@@ -99,9 +99,8 @@ def math_agent(task: Task, config: RolloutContext) -> dict[str, Any]:
 def question_agent(task: Task, config: RolloutContext) -> str:
     """The default agent of the user's own data: the row's ``question`` as one user turn, the
     model's reply returned for the reward function to grade (``--reward``)."""
-    from . import get
+    from .data import question_messages
 
-    messages = get(task.dataset).messages(task) if task.dataset else [
-        {"role": "user", "content": str(task.data.get("question", ""))}]
+    messages = question_messages(task)
     with chat_client(config) as http:
         return str(chat_turn(http, config, messages, None, 0).get("content") or "")

@@ -305,15 +305,20 @@ class UserTasks:
         return sorted(self.test, key=lambda t: _order_key(t.id, seed, -1))[:n]
 
     def messages(self, task: Task) -> list[dict[str, Any]]:
-        question = task.data.get("question")
-        if not isinstance(question, str):
-            raise ConfigError(f"task {task.id} has no text column 'question' for the default agent; map one with "
-                              f"--set data.columns.question=COLUMN (its columns: {sorted(task.data)}), "
-                              "or pass --agent")
-        return [{"role": "user", "content": question}]
+        return question_messages(task)
 
     def feedback(self, task: Task, text: str | None, turn: int) -> str | None:
         return None
+
+
+def question_messages(task: Task) -> list[dict[str, Any]]:
+    """The default agent's prompt for a row: its ``question`` as one user turn."""
+    question = task.data.get("question")
+    if not isinstance(question, str):
+        raise ConfigError(f"task {task.id} has no text column 'question' for the default agent; map one with "
+                          f"--set data.columns.question=COLUMN (its columns: {sorted(task.data)}), "
+                          "or pass --agent")
+    return [{"role": "user", "content": question}]
 
 
 def _order_key(task_id: str, seed: int, epoch: int) -> bytes:

@@ -1,0 +1,301 @@
+"""``tracerl init DIR``: a runnable project (an app, its data, a reward, a config) to start from.
+
+The files are templates here, not package data, so that an install without package data still
+has them. Each app is the same agent in one framework; all of them work against the bundled tiny
+model as written, which is why the data are single-digit arithmetic and the system prompt is the
+one that model was trained on.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tracerl.core.errors import ConfigError
+
+
+class Framework(str, Enum):
+    langgraph = "langgraph"
+    langchain = "langchain"
+    openai_agents = "openai-agents"
+    litellm = "litellm"
+
+
+# The tiny model was trained on exactly this system prompt; a real model reads anything.
+_SYSTEM = '''# The bundled tiny model was trained on exactly this system prompt; with a real model, write your own.
+SYSTEM = "End your reply with: The answer is <answer>."
+MAX_CALLS = 3  # model calls per episode: a tool call, the answer, one spare
+'''
+
+# A safe calculator (no eval): the tool every template offers the model.
+_CALCULATOR = '''def calculator(expression: str) -> str:
+    """Evaluate + - * and parentheses on integers."""
+    def value(node: ast.AST) -> int:
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return node.value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -value(node.operand)
+        if isinstance(node, ast.BinOp) and type(node.op) in OPS:
+            return OPS[type(node.op)](value(node.left), value(node.right))
+        raise ValueError("only integers, + - * and parentheses")
+    try:
+        return str(value(ast.parse(expression, mode="eval").body))
+    except (SyntaxError, ValueError, RecursionError) as exc:
+        return f"error: {exc}"  # the model reads the error and can try again
+'''
+_OPS = "OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul}\n"
+
+LANGGRAPH = '''"""The agent: a LangGraph graph of a model node and a calculator tool node."""
+
+import ast
+import operator
+from typing import Annotated, TypedDict
+
+from langchain_core.messages import AnyMessage
+from langchain_core.tools import tool
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt import ToolNode
+
+import tracerl
+
+tracerl.instrument("langgraph")  # the one adapter line: the graph's model calls become spans
+
+{system}{ops}
+
+@tool
+{calculator}
+
+class State(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def build(llm):
+    model = llm.bind_tools([calculator])
+
+    def route(state: State) -> str:
+        calls = sum(m.type == "ai" for m in state["messages"])
+        return "tools" if state["messages"][-1].tool_calls and calls < MAX_CALLS else END
+
+    graph = StateGraph(State)
+    graph.add_node("agent", lambda state: {{"messages": [model.invoke(state["messages"])]}})
+    graph.add_node("tools", ToolNode([calculator]))
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", route, ["tools", END])
+    graph.add_edge("tools", "agent")
+    return graph.compile()
+
+
+@tracerl.rollout(timeout_s=120)
+def solve(task, config):
+    llm = config.chat_openai()  # this episode's model and sampling, on the process's one connection pool
+    result = build(llm).invoke({{"messages": [("system", SYSTEM), ("user", task.data["question"])]}})
+    return result["messages"][-1].content  # what it answered; reward.py grades it
+'''
+
+LANGCHAIN = '''"""The agent: a LangChain chat model with a calculator tool, in a tool-calling loop."""
+
+import ast
+import operator
+
+from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.tools import tool
+
+import tracerl
+
+tracerl.instrument("langchain")  # the one adapter line: LangChain's model calls become spans
+
+{system}{ops}
+
+@tool
+{calculator}
+
+@tracerl.rollout(timeout_s=120)
+def solve(task, config):
+    model = config.chat_openai().bind_tools([calculator])  # this episode's model, on one shared pool
+    messages = [SystemMessage(SYSTEM), HumanMessage(task.data["question"])]
+    for _ in range(MAX_CALLS):
+        reply = model.invoke(messages)
+        messages.append(reply)
+        if not reply.tool_calls:
+            break
+        messages += [calculator.invoke(call) for call in reply.tool_calls]  # ToolMessages
+    return reply.content  # what it answered; reward.py grades it
+'''
+
+OPENAI_AGENTS = '''"""The agent: an OpenAI Agents SDK Agent with a calculator function tool."""
+
+import ast
+import operator
+
+from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, Runner, function_tool
+from agents.exceptions import MaxTurnsExceeded
+
+import tracerl
+
+tracerl.instrument("openai-agents")  # the one adapter line; nothing is uploaded to OpenAI
+
+{system}{ops}
+
+@function_tool
+{calculator}
+
+@tracerl.rollout(timeout_s=120)
+async def solve(task, config):
+    agent = Agent(
+        name="solver", instructions=SYSTEM, tools=[calculator],
+        # this episode's session, on the process's one connection pool
+        model=OpenAIChatCompletionsModel(model=config.model, openai_client=config.async_openai_client()),
+        model_settings=ModelSettings(temperature=config.sampling["temperature"],
+                                     max_tokens=config.sampling.get("max_tokens")),
+    )
+    try:
+        result = await Runner.run(agent, task.data["question"], max_turns=MAX_CALLS)
+    except MaxTurnsExceeded:
+        return ""  # it kept calling the tool: no answer, which reward.py scores 0
+    return result.final_output  # what it answered; reward.py grades it
+'''
+
+LITELLM = '''"""The agent: a LiteLLM tool-calling loop with a calculator tool."""
+
+import ast
+import json
+import operator
+
+import litellm
+
+import tracerl
+
+tracerl.instrument("litellm")  # the one adapter line: litellm.completion calls become spans
+
+{system}{ops}
+
+{calculator}
+
+TOOLS = [{{"type": "function", "function": {{
+    "name": "calculator", "description": "Evaluate + - * and parentheses on integers.",
+    "parameters": {{"type": "object", "properties": {{"expression": {{"type": "string"}}}}, "required": ["expression"]}},
+}}}}]
+
+
+@tracerl.rollout(timeout_s=120)
+def solve(task, config):
+    messages = [{{"role": "system", "content": SYSTEM}}, {{"role": "user", "content": task.data["question"]}}]
+    for _ in range(MAX_CALLS):
+        # this episode's model and sampling, on the process's one connection pool
+        reply = litellm.completion(**config.litellm_kwargs(), messages=messages, tools=TOOLS).choices[0].message
+        messages.append(reply.model_dump(exclude_none=True))
+        if not reply.tool_calls:
+            break
+        for call in reply.tool_calls:
+            try:
+                expression = str(json.loads(call.function.arguments or "{{}}").get("expression", ""))
+            except (ValueError, AttributeError) as exc:
+                expression = f"error: {{exc}}"
+            messages.append({{"role": "tool", "tool_call_id": call.id, "content": calculator(expression)}})
+    return reply.content or ""  # what it answered; reward.py grades it
+'''
+
+APPS = {Framework.langgraph: LANGGRAPH, Framework.langchain: LANGCHAIN,
+        Framework.openai_agents: OPENAI_AGENTS, Framework.litellm: LITELLM}
+
+REWARD = '''"""The reward: kept outside the app, so the same app can be graded another way without a change.
+
+tracerl calls grade(task, artifacts) once each episode has ended: task.answer is the row's
+"answer" column, task.data the whole row, artifacts["answer"] the text the app returned.
+"""
+
+
+def grade(task, artifacts):
+    # Strict on purpose: only a reply that ends the way the system prompt asks earns the reward,
+    # so training teaches the format as well as the sum (a lenient grader would reward "Answer: 7").
+    text = (artifacts.get("answer") or "").strip()
+    return 1.0 if text.endswith(f"The answer is {task.answer}.") else 0.0
+'''
+
+CONFIG = '''# tracerl train --config config.yaml, run from this folder (the paths below are relative to it).
+# Any setting can be changed on the command line too: --steps 40, --set optim.lr=0.0005.
+data:
+  path: tasks.jsonl     # one task per line: its "question" is what the app reads, "answer" what reward.py checks
+  holdout: 0.2          # a fifth of the rows (chosen by a hash of each row, so always the same) for accuracy
+agent: app.py:solve
+reward: reward.py:grade
+steps: 20               # sized for a CPU and the bundled tiny model: a few minutes
+batch_size: 8           # tasks per step
+group_size: 8           # rollouts per task, compared with each other (GRPO)
+eval_size: 64           # held-out tasks measured before and after training (all of them here)
+eval_every: 0           # measure only before and after
+save_every: 0           # one checkpoint, at the end
+seed: 0
+output: runs/train      # metrics.jsonl, checkpoints/ and traces.db
+'''
+
+README = '''# {name}
+
+An agent ({framework}) that tracerl trains with reinforcement learning from its traces:
+`app.py` is the agent, `tasks.jsonl` its questions, `reward.py` grades what it answers, and
+`config.yaml` sets up training. The questions are single-digit sums because the model trained by
+default is the tiny one bundled with tracerl; with a real model (`--model`), use your own data.
+
+Run these from this folder:
+
+```
+tracerl eval --data tasks.jsonl --agent app.py:solve --reward reward.py:grade
+tracerl train --config config.yaml
+tracerl traces show EPISODE --db runs/train/traces.db
+```
+
+The first measures the agent as it is; the second trains it (accuracy before and after is
+printed; metrics in `runs/train/metrics.jsonl`); the third shows one episode's trace, with an
+EPISODE id from `tracerl traces list --db runs/train/traces.db`.
+'''
+
+FILES = ("app.py", "tasks.jsonl", "reward.py", "config.yaml", "README.md")
+
+
+def task_rows(n: int = 60, seed: int = 0) -> list[dict[str, object]]:
+    """``n`` distinct single-digit questions, the same every time: what the tiny model can learn."""
+    problems = sorted({(a, op, b) for a in range(10) for b in range(10) for op in "+-*" if op != "-" or a >= b})
+    rows = []
+    for i, (a, op, b) in enumerate(random.Random(seed).sample(problems, n), 1):
+        answer = a + b if op == "+" else a - b if op == "-" else a * b
+        rows.append({"id": f"q{i:03d}", "question": f"What is {a} {op} {b}?", "answer": answer})
+    return rows
+
+
+def render(framework: Framework, name: str) -> dict[str, str]:
+    """The project's files, by name."""
+    app = APPS[framework].format(system=_SYSTEM, ops=_OPS, calculator=_CALCULATOR)
+    return {
+        "app.py": app,
+        "tasks.jsonl": "".join(json.dumps(row) + "\n" for row in task_rows()),
+        "reward.py": REWARD,
+        "config.yaml": CONFIG,
+        "README.md": README.format(name=name, framework=framework.value),
+    }
+
+
+def init(
+    directory: Annotated[Path, typer.Argument(help="folder to create the project in (new or empty)")],
+    framework: Annotated[Framework, typer.Option(help="the framework the agent is written in")] = Framework.langgraph,
+    force: Annotated[bool, typer.Option("--force", help="write into a non-empty folder, replacing these files")] = False,
+) -> None:
+    """Create a runnable project: an agent, its tasks, a reward function and a training config."""
+    if directory.exists() and not directory.is_dir():
+        raise ConfigError(f"{directory} is a file; name a new or empty folder")
+    if directory.is_dir() and any(directory.iterdir()) and not force:
+        raise ConfigError(f"{directory} is not empty; name a new or empty folder, or pass --force to write "
+                          f"{', '.join(FILES)} into it")
+    directory.mkdir(parents=True, exist_ok=True)
+    for filename, text in render(framework, directory.resolve().name).items():
+        (directory / filename).write_text(text, encoding="utf-8")
+    typer.echo(f"wrote a {framework.value} project to {directory}: {', '.join(FILES)}\n\nnext:\n  cd {directory}\n"
+               "  tracerl eval --data tasks.jsonl --agent app.py:solve --reward reward.py:grade\n"
+               "  tracerl train --config config.yaml\n"
+               "  tracerl traces list --db runs/train/traces.db\n"
+               "  tracerl traces show EPISODE --db runs/train/traces.db")
