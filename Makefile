@@ -9,7 +9,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 export OPENAI_AGENTS_DISABLE_TRACING := 1
 export RAY_USAGE_STATS_ENABLED := 0
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench bench-trl clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -34,6 +34,10 @@ test: $(STAMP) lint
 bench: $(STAMP)
 	$(PY) bench/import_time.py
 	$(PY) bench/convert_throughput.py
+
+# tracerl against TRL's GRPOTrainer on the same job (installs TRL in its own venv, bench/vs_trl.py)
+bench-trl: $(STAMP)
+	$(PY) bench/vs_trl.py --steps 40 --threads 1 --modes trl tracerl tracerl-langgraph
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
