@@ -147,3 +147,13 @@ def test_a_data_function_that_does_not_import_is_clear(tmp_path):
         tracerl.load_tasks("no_such_module_xyz:rows")
     with pytest.raises(ConfigError, match=r"is not a file, a folder, hf:org/name or module:function"):
         tracerl.load_tasks("questions")
+
+
+def test_the_default_agent_needs_a_question_column_and_says_which_columns_there_are():
+    from tracerl.tasks.data import question_messages
+
+    with pytest.raises(ConfigError, match=r"task t1 has no text column 'question' for the default agent; map one "
+                                          r"with --set data.columns.question=COLUMN \(its columns: \['prompt'\]\)"):
+        question_messages(tracerl.Task(id="t1", data={"prompt": "2+2?"}))
+    assert question_messages(tracerl.Task(id="t2", data={"question": "2+2?"})) == [
+        {"role": "user", "content": "2+2?"}]
