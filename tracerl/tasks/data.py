@@ -24,11 +24,8 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import importlib
-import importlib.util
 import json
 import os
-import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -36,6 +33,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from tracerl.core.errors import ConfigError, MissingDependencyError
+from tracerl.core.imports import load_callable
 from tracerl.core.types import Task
 
 HF_PREFIX = "hf:"
@@ -255,25 +253,8 @@ def _hub_rows(source: str) -> list[Any]:
 
 
 def _callable_rows(source: str) -> list[Any]:
-    target, _, name = source.rpartition(":")
-    if target.endswith(".py"):
-        path = Path(target)
-        if not path.is_file():
-            raise ConfigError(f"data function file {path} does not exist")
-        loader = importlib.util.spec_from_file_location(f"tracerl_data_{abs(hash(str(path.resolve())))}", path)
-        if loader is None or loader.loader is None:
-            raise ConfigError(f"data function file {path} cannot be imported")
-        module = importlib.util.module_from_spec(loader)
-        sys.modules[loader.name] = module
-        loader.loader.exec_module(module)
-    else:
-        try:
-            module = importlib.import_module(target)
-        except ImportError as exc:
-            raise ConfigError(f"data {source!r}: module {target!r} cannot be imported ({exc})") from exc
-    fn = getattr(module, name, None)
-    if not callable(fn):
-        raise ConfigError(f"data {source!r}: {target} has no function {name!r}")
+    fn = load_callable(source, "data")
+    name = source.rpartition(":")[2]
     found = fn()
     if not isinstance(found, Iterable) or isinstance(found, (str, bytes, Mapping)):
         raise ConfigError(f"data {source!r}: {name}() returned a {type(found).__name__}; return or yield rows")

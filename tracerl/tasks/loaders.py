@@ -16,13 +16,12 @@ named after the *hub* split (``hotpotqa/validation.jsonl``), which is what
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tracerl.core.errors import ConfigError, MissingDependencyError
+from tracerl.core.errors import ConfigError
 
 DATA_DIR_ENV = "TRACERL_DATA_DIR"
 _SUFFIXES = (".jsonl", ".json", ".parquet")
@@ -42,24 +41,10 @@ class Hub:
 
 
 def read_file(path: Path) -> list[dict[str, Any]]:
-    """Rows of one JSON-lines, JSON-array or Parquet file."""
-    if path.suffix == ".parquet":
-        try:
-            import pyarrow.parquet as pq
-        except ImportError:
-            raise MissingDependencyError("pyarrow", "parquet", f"reading {path}") from None
-        return pq.read_table(path).to_pylist()
-    text = path.read_text(encoding="utf-8")
-    if text.lstrip().startswith("["):
-        return list(json.loads(text))
-    rows = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"{path}:{number}: not a JSON line ({exc.msg})") from None
-    return rows
+    """Rows of one JSON-lines, JSON-array, CSV or Parquet file (the user's data reader)."""
+    from .data import read_rows
+
+    return read_rows(path)
 
 
 def _split_files(folder: Path, split: str) -> list[Path]:

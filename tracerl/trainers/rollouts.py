@@ -10,14 +10,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import hashlib
-import importlib
-import importlib.util
-import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from tracerl.core.errors import ConfigError
+from tracerl.core.imports import load_callable
 from tracerl.core.otel import Tracing
 from tracerl.core.rollout import RolloutFunction, RolloutSettings, rollout
 from tracerl.core.types import Episode, Task, TerminationReason
@@ -25,32 +22,7 @@ from tracerl.core.types import Episode, Task, TerminationReason
 
 def load_agent(spec: str) -> RolloutFunction:
     """``package.module:fn`` or ``path/to/file.py:fn`` -> a rollout function."""
-    target, sep, name = spec.rpartition(":")
-    if not sep or not target or not name:
-        raise ConfigError(f"agent {spec!r} must look like module:function or path/file.py:function")
-    if target.endswith(".py"):
-        path = Path(target)
-        if not path.is_file():
-            raise ConfigError(f"agent file {path} does not exist")
-        # Examples import their neighbours (``from common import ...``): put the folder first.
-        folder = str(path.parent.resolve())
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
-        module_name = f"tracerl_agent_{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]}"
-        loader = importlib.util.spec_from_file_location(module_name, path)
-        if loader is None or loader.loader is None:
-            raise ConfigError(f"agent file {path} cannot be imported")
-        module = importlib.util.module_from_spec(loader)
-        sys.modules[module_name] = module
-        loader.loader.exec_module(module)
-    else:
-        try:
-            module = importlib.import_module(target)
-        except ImportError as exc:
-            raise ConfigError(f"agent module {target!r} cannot be imported: {exc}") from exc
-    fn = getattr(module, name, None)
-    if fn is None or not callable(fn):
-        raise ConfigError(f"agent {spec!r}: {target} has no function {name!r}")
+    fn = load_callable(spec, "agent")
     return fn if isinstance(fn, RolloutFunction) else rollout(fn)
 
 

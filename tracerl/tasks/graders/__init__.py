@@ -22,17 +22,13 @@ judge. The older task-specific graders stay in :mod:`.math` and :mod:`.code`.
 from __future__ import annotations
 
 import functools
-import hashlib
-import importlib
-import importlib.util
 import inspect
-import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, overload
 
 from tracerl.core.errors import ConfigError
 from tracerl.core.grading import normalize, wants_episode
+from tracerl.core.imports import load_callable
 
 from .builtin import (
     RewardFn,
@@ -110,36 +106,6 @@ def reward(fn: Callable[..., Any] | None = None, *, name: str = "reward") -> Any
     return mark if fn is None else mark(fn)
 
 
-def _load_module(spec: str, target: str) -> Any:
-    """The module ``target`` of ``spec``: a dotted name, or a ``.py`` file imported the way
-    :func:`tracerl.trainers.rollouts.load_agent` imports agent files."""
-    if not target.endswith(".py"):
-        try:
-            return importlib.import_module(target)
-        except ImportError as exc:
-            raise ConfigError(f"reward {spec!r}: module {target!r} cannot be imported: {exc}") from exc
-    path = Path(target)
-    if not path.is_file():
-        raise ConfigError(f"reward {spec!r}: file {path} does not exist (relative paths are from {Path.cwd()})")
-    folder = str(path.parent.resolve())  # so the file can import its neighbours
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    module_name = f"tracerl_reward_{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    loader = importlib.util.spec_from_file_location(module_name, path)
-    if loader is None or loader.loader is None:
-        raise ConfigError(f"reward {spec!r}: file {path} cannot be imported as Python")
-    module = importlib.util.module_from_spec(loader)
-    sys.modules[module_name] = module
-    try:
-        loader.loader.exec_module(module)
-    except Exception as exc:
-        del sys.modules[module_name]
-        raise ConfigError(f"reward {spec!r}: importing {path} failed: {type(exc).__name__}: {exc}") from exc
-    return module
-
-
 def _builtin(spec: str, options: dict[str, Any]) -> RewardFn:
     factory = GRADERS[spec]
     params = inspect.signature(factory).parameters
@@ -182,11 +148,6 @@ def resolve_reward(spec: str | Callable[..., Any], **options: Any) -> RewardFn:
     if options:
         raise ConfigError(f"reward {spec!r} takes no options (got {', '.join(sorted(options))}): options are only "
                           "for the built-in rewards; bind them in your module (functools.partial)")
-    module = _load_module(spec, target)
-    fn = getattr(module, name, None)
-    if fn is None:
-        raise ConfigError(f"reward {spec!r}: {target} has no function {name!r}")
-    if not callable(fn):
-        raise ConfigError(f"reward {spec!r}: {target}.{name} is a {type(fn).__name__}, not a function")
+    fn = load_callable(spec, "reward")
     _check_signature(fn, repr(spec))
     return fn
