@@ -19,8 +19,14 @@ MULTITURN = TASKS["multiturn"]
 TOOLS = [CALCULATOR_TOOL]
 MAX_CALLS = 3  # LLM calls per episode: a tool call, its answer, one spare
 
+
+def problem(task: tracerl.Task) -> Any:
+    """The synthetic task a task came from (arithmetic, calculator, ...): its prompt and grading."""
+    return TASKS.get(task.dataset or "arithmetic", ARITHMETIC)
+
+
 __all__ = ["ARITHMETIC", "MAX_CALLS", "MULTITURN", "SYSTEM_PROMPT", "TOOLS", "calculator", "calculator_result",
-           "instructions", "run"]
+           "instructions", "problem", "run"]
 
 def instructions(messages: list[dict[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
     """Split a task's chat prompt into (system text or None, the other messages), for

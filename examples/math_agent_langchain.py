@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from common import ARITHMETIC, MAX_CALLS, TOOLS, calculator_result, run
+from common import MAX_CALLS, TOOLS, calculator_result, problem, run
 from langchain_core.messages import ToolMessage
 
 import tracerl
@@ -17,7 +17,7 @@ tracerl.instrument("langchain")  # the one tracerl line
 def solve(task: tracerl.Task, config: tracerl.RolloutContext) -> dict:
     llm = config.chat_openai()  # ChatOpenAI on this episode's session URL, one connection pool for all
     model = llm.bind_tools(TOOLS).with_config(metadata={"tracerl_agent": "solver"})
-    messages: list = ARITHMETIC.messages(task)  # OpenAI-style dicts; LangChain messages are appended
+    messages: list = problem(task).messages(task)  # OpenAI-style dicts; LangChain messages are appended
     answer = ""
     for _ in range(MAX_CALLS):
         reply = model.invoke(messages)
@@ -26,7 +26,8 @@ def solve(task: tracerl.Task, config: tracerl.RolloutContext) -> dict:
         if not reply.tool_calls:
             break
         messages += [ToolMessage(calculator_result(c["args"]), tool_call_id=c["id"]) for c in reply.tool_calls]
-    return {"reward": ARITHMETIC.reward(task, answer), "is_correct": ARITHMETIC.is_correct(task, answer)}
+    spec = problem(task)
+    return {"reward": spec.reward(task, answer), "is_correct": spec.is_correct(task, answer)}
 
 
 if __name__ == "__main__":

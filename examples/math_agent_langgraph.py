@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, TypedDict
 
-from common import ARITHMETIC, MAX_CALLS, TOOLS, calculator_result, run
+from common import MAX_CALLS, TOOLS, calculator_result, problem, run
 from langchain_core.messages import AnyMessage, ToolMessage
 from langchain_openai import ChatOpenAI
 from langgraph.graph import END, START, StateGraph
@@ -48,9 +48,10 @@ def build(llm: ChatOpenAI):
 @tracerl.rollout(timeout_s=120)
 def solve(task: tracerl.Task, config: tracerl.RolloutContext) -> dict:
     llm = config.chat_openai()  # ChatOpenAI on this episode's session URL, one connection pool for all
-    result = build(llm).invoke({"messages": ARITHMETIC.messages(task)})  # OpenAI-style dicts work as they are
+    result = build(llm).invoke({"messages": problem(task).messages(task)})  # OpenAI-style dicts work as they are
     answer = result["messages"][-1].content
-    return {"reward": ARITHMETIC.reward(task, answer), "is_correct": ARITHMETIC.is_correct(task, answer)}
+    spec = problem(task)
+    return {"reward": spec.reward(task, answer), "is_correct": spec.is_correct(task, answer)}
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import litellm
-from common import ARITHMETIC, MAX_CALLS, TOOLS, calculator_result, run
+from common import MAX_CALLS, TOOLS, calculator_result, problem, run
 
 import tracerl
 
@@ -15,7 +15,7 @@ tracerl.instrument("litellm")  # the one tracerl line
 
 @tracerl.rollout(timeout_s=120)
 def solve(task: tracerl.Task, config: tracerl.RolloutContext) -> dict:
-    messages = ARITHMETIC.messages(task)
+    messages = problem(task).messages(task)
     answer = ""
     for _ in range(MAX_CALLS):
         reply = litellm.completion(  # this episode's model and sampling, on one connection pool
@@ -27,7 +27,8 @@ def solve(task: tracerl.Task, config: tracerl.RolloutContext) -> dict:
             break
         for tc in reply.tool_calls:
             messages.append({"role": "tool", "tool_call_id": tc.id, "content": calculator_result(tc.function.arguments)})
-    return {"reward": ARITHMETIC.reward(task, answer), "is_correct": ARITHMETIC.is_correct(task, answer)}
+    spec = problem(task)
+    return {"reward": spec.reward(task, answer), "is_correct": spec.is_correct(task, answer)}
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from agents import Agent, ModelSettings, OpenAIResponsesModel, Runner, function_tool
 from agents.exceptions import MaxTurnsExceeded
-from common import ARITHMETIC, MAX_CALLS, instructions, run
+from common import MAX_CALLS, instructions, problem, run
 from common import calculator as evaluate
 
 import tracerl
@@ -26,7 +26,7 @@ def calculator(expression: str) -> str:
 
 @tracerl.rollout(timeout_s=120)
 async def solve(task: tracerl.Task, config: tracerl.RolloutContext) -> dict:
-    system, messages = instructions(ARITHMETIC.messages(task))  # the same prompt as the other three versions
+    system, messages = instructions(problem(task).messages(task))  # the same prompt as the other three versions
     agent = Agent(
         name="solver", instructions=system, tools=[calculator],
         # the episode's session on one connection pool; the gateway serves the Responses API too
@@ -38,7 +38,8 @@ async def solve(task: tracerl.Task, config: tracerl.RolloutContext) -> dict:
         answer = (await Runner.run(agent, messages, max_turns=MAX_CALLS)).final_output
     except MaxTurnsExceeded:
         answer = None
-    return {"reward": ARITHMETIC.reward(task, answer), "is_correct": ARITHMETIC.is_correct(task, answer)}
+    spec = problem(task)
+    return {"reward": spec.reward(task, answer), "is_correct": spec.is_correct(task, answer)}
 
 
 if __name__ == "__main__":

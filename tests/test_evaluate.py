@@ -48,6 +48,23 @@ def test_report_aggregates_per_task():
     # 95% half-width over the two per-task values 0.5 and 0: 1.96 * stdev / sqrt(2)
     assert report.accuracy_ci == pytest.approx(1.96 * math.sqrt(0.125) / math.sqrt(2))
     assert report.reasons == {"success": 3, "timeout": 1}
+    assert report.tool_use is None  # no step was offered a tool
+
+
+def test_tool_use_is_the_share_of_episodes_that_called_a_tool_where_one_was_offered():
+    from tracerl.core.types import Message, Step, ToolCall, Trajectory
+    from tracerl.trainers.metrics import episode_metrics
+
+    tool = [{"type": "function", "function": {"name": "calculator"}}]
+    call = Message(role="assistant", tool_calls=[ToolCall(name="calculator", arguments='{"expression": "1 + 2"}')])
+    said = Message(role="assistant", content="The answer is 3.")
+    eps = [_ep("a", 0, True), _ep("a", 1, False), _ep("b", 0, True)]
+    eps[0].trajectories = [Trajectory(steps=[Step(id="s1", tools=tool, output_message=call),
+                                             Step(id="s2", tools=tool, output_message=said)])]
+    eps[1].trajectories = [Trajectory(steps=[Step(id="s3", tools=tool, output_message=said)])]
+    assert EvalReport.from_episodes(eps, n=1).tool_use == pytest.approx(1 / 3)
+    assert episode_metrics(eps)["rollout/tool_use"] == pytest.approx(1 / 3)
+    assert "rollout/tool_use" not in episode_metrics(eps[2:])
 
 
 @pytest.mark.slow

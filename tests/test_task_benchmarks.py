@@ -16,7 +16,7 @@ from tracerl.tasks.hotpotqa import f1, normalize_answer
 from tracerl.tasks.search import BM25
 
 DATA = Path(__file__).parent / "data"
-SYNTHETIC = ["arithmetic", "countdown", "multiturn"]
+SYNTHETIC = ["arithmetic", "calculator", "countdown", "multiturn"]
 REAL = ["aime", "countdown-hub", "finqa", "gsm8k", "hendrycks_math", "hotpotqa", "humaneval", "math500", "mbpp"]
 
 

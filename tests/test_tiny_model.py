@@ -157,13 +157,13 @@ def test_generated_tool_call_round_trips_through_the_gateway(model, tok):
 
 
 def test_training_report_leaves_headroom():
-    """Deliberately partial: the model knows most sums but states them in the graded form
-    ("The answer is N.") only some of the time; RL's reward has that gap to close."""
+    """Deliberately partial: the model knows about half the single-digit sums but states them
+    in the graded form ("The answer is N.") only some of the time; RL's reward has that gap to close."""
     report = json.loads((tiny_model_path() / "training_report.json").read_text())
     greedy, sampled = report["greedy"]["arithmetic"], report["sampled"]["arithmetic"]
     assert greedy["accuracy"] <= 0.5 and 0.05 <= sampled["accuracy"] <= 0.5
     assert sampled["any_format_accuracy"] >= sampled["accuracy"] + 0.3
-    assert greedy["any_format_accuracy"] >= 0.6
+    assert greedy["any_format_accuracy"] >= 0.45
 
 
 def test_multiturn_prompt_fits_the_context(tok, model):
@@ -250,3 +250,29 @@ def test_generators_are_deterministic_and_splits_disjoint(name):
     assert messages[-1] == {"role": "user", "content": test[0].data["question"]}
     with pytest.raises(ValueError):
         spec.tasks("validation", 1)  # type: ignore[arg-type]
+
+
+def test_calculator_task_is_large_enough_to_never_repeat():
+    """make demo's task: a 640-episode run draws no problem twice and evaluates on at least
+    200 distinct problems it never trains on."""
+    spec = TASKS["calculator"]
+    train = spec.tasks("train", 40 * 16, seed=0)
+    test = spec.tasks("test", 200, seed=0)
+    questions = {t.data["question"] for t in train}
+    assert len(questions) == 640 and len({t.data["question"] for t in test}) == 200
+    assert questions.isdisjoint(t.data["question"] for t in test)
+    for t in train + test:
+        a, op, b = t.data["expression"].split()
+        assert 10 <= int(a) <= 99 and 10 <= int(b) <= 99 and op in "+-"
+        assert spec.reward(t, f"The answer is {calculator(t.data['expression'])}.") == 1.0
+        assert t.answer >= 0
+
+
+def test_calling_the_calculator_is_the_headroom_on_two_digit_problems():
+    """From memory the model gets few two-digit problems right and rarely calls the tool;
+    made to call it, it copies the expression and the result: RL has the tool to find."""
+    report = json.loads((tiny_model_path() / "training_report.json").read_text())
+    greedy, sampled = report["greedy"]["add2tool"], report["sampled"]["add2tool"]
+    assert greedy["forced_tool_accuracy"] >= 0.85 and sampled["forced_tool_accuracy"] >= 0.6
+    assert greedy["accuracy"] <= 0.5 and 0.03 <= sampled["tool_call_rate"] <= 0.4
+    assert greedy["well_formed"] >= 0.9  # the format is not the headroom here

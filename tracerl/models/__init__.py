@@ -2,7 +2,8 @@
 
 ``tiny/`` is the embedded default policy: a ~1M-parameter Llama model with a byte-level BPE
 tokenizer and a ChatML tool-calling chat template, supervised to partial accuracy on
-:mod:`tracerl.tasks.synthetic` so that RL on a CPU has something to improve. Load it like any
+:mod:`tracerl.tasks.synthetic` so that RL on a CPU has something to improve: the answer
+format on single-digit sums, and calling the calculator tool on two-digit ones (``calculator``). Load it like any
 hub model::
 
     AutoModelForCausalLM.from_pretrained(tiny_model_path())

@@ -93,6 +93,8 @@ _AGENT = "tracerl.tasks.agents:math_agent"
 REGISTRY: dict[str, TaskSpec] = {
     "arithmetic": TaskSpec("arithmetic", TASKS["arithmetic"], _AGENT,
                            "a op b on small integers; a calculator tool is offered"),
+    "calculator": TaskSpec("calculator", TASKS["calculator"], _AGENT,
+                           "two-digit + and -, a calculator tool offered: RL teaches the tiny model to call it"),
     "countdown": TaskSpec("countdown", TASKS["countdown"], _AGENT,
                           "reach a target from 3-4 numbers with + - * and parentheses (synthetic)"),
     "multiturn": TaskSpec("multiturn", TASKS["multiturn"], _AGENT,

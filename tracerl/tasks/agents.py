@@ -87,7 +87,7 @@ def chat_loop(
 def math_agent(task: Task, config: RolloutContext) -> dict[str, Any]:
     """Solve one synthetic task; returns the reward and whether the last answer is right."""
     spec = TASKS[task.dataset or "arithmetic"]
-    tools = [CALCULATOR_TOOL] if spec.name == "arithmetic" else None
+    tools = [CALCULATOR_TOOL] if spec.name in ("arithmetic", "calculator") else None
 
     def results(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [{"role": "tool", "tool_call_id": c.get("id"), "content": _tool_result(c)} for c in calls]

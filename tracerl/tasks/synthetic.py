@@ -1,7 +1,10 @@
-"""Three synthetic tasks the bundled tiny policy is trained on, and RL then improves.
+"""Four synthetic tasks the bundled tiny policy is trained on, and RL then improves.
 
-* ``arithmetic``: "What is 7 + 5?" -> "The answer is 12." (+, - and * on single digits: a
-  1M-parameter model can learn these sums; two-digit ones stay near 10% however long it trains).
+* ``arithmetic``: "What is 7 + 5?" -> "The answer is 12." (+, - and * on single digits).
+* ``calculator``: "What is 37 + 45?" (+ and - on two-digit numbers), with the calculator tool
+  offered: from memory the tiny model gets a minority right, through the tool nearly all, so
+  what RL can teach here is to call the tool. About 12,000 distinct problems, so a demo never
+  repeats one and the held-out split has thousands.
 * ``countdown``: make a target from 3-4 small numbers with + - * and parentheses, each
   number at most once -> "The answer is (3 + 4) * 2."
 * ``multiturn``: arithmetic where a wrong answer is met with "Wrong, try again." (up to
@@ -18,6 +21,7 @@ import hashlib
 import random
 import re
 from collections import Counter
+from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
 from tracerl.core.errors import TracerlError
@@ -192,9 +196,11 @@ class Arithmetic:
 
     name = "arithmetic"
     max_turns = 1
+    # rng -> (the problem's key, which decides its split; its data; its answer)
+    sample: Callable[[random.Random], tuple[str, dict[str, Any], Any]] = staticmethod(_sample_arithmetic)
 
     def tasks(self, split: Split, n: int, seed: int = 0) -> list[Task]:
-        drawn = _draw(self.name, split, n, seed, _sample_arithmetic)
+        drawn = _draw(self.name, split, n, seed, self.sample)
         return [
             Task(id=f"{self.name}/{split}/{seed}/{i}", data=data, answer=answer, dataset=self.name, split=split)
             for i, (_key, data, answer) in enumerate(drawn)
@@ -216,6 +222,23 @@ class Arithmetic:
 
     def feedback(self, task: Task, text: str | None, turn: int) -> str | None:
         return None
+
+
+def _sample_two_digit(rng: random.Random) -> tuple[str, dict[str, Any], int]:
+    op = rng.choice("+-")
+    a, b = rng.randint(10, 99), rng.randint(10, 99)
+    if op == "-":
+        a, b = max(a, b), min(a, b)
+    answer = a + b if op == "+" else a - b
+    problem = f"{a} {op} {b}"
+    return problem, {"question": f"What is {problem}?", "expression": problem}, answer
+
+
+class Calculator(Arithmetic):
+    """``a + b`` / ``a - b`` on two-digit numbers; agents offer the calculator tool."""
+
+    name = "calculator"
+    sample = staticmethod(_sample_two_digit)
 
 
 class MultiTurn(Arithmetic):
@@ -262,13 +285,7 @@ class Countdown(Arithmetic):
     """Reach ``data["target"]`` from ``data["numbers"]``; ``answer`` is one reference solution."""
 
     name = "countdown"
-
-    def tasks(self, split: Split, n: int, seed: int = 0) -> list[Task]:
-        drawn = _draw(self.name, split, n, seed, _sample_countdown)
-        return [
-            Task(id=f"{self.name}/{split}/{seed}/{i}", data=data, answer=answer, dataset=self.name, split=split)
-            for i, (_key, data, answer) in enumerate(drawn)
-        ]
+    sample = staticmethod(_sample_countdown)
 
     def is_correct(self, task: Task, text: str | None) -> bool:
         answer = extract_answer(text)
@@ -284,6 +301,7 @@ class Countdown(Arithmetic):
 
 TASKS: dict[str, SyntheticTask] = {
     "arithmetic": Arithmetic(),
+    "calculator": Calculator(),
     "countdown": Countdown(),
     "multiturn": MultiTurn(),
 }

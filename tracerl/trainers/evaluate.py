@@ -24,7 +24,7 @@ from tracerl.core.otel import Tracing
 from tracerl.core.rollout import RolloutFunction, RolloutSettings
 from tracerl.core.types import Episode, Task
 
-from .metrics import is_correct
+from .metrics import is_correct, used_tools
 from .rollouts import rollout_seed, run_rollouts
 
 EVAL_SEED = -1  # the rollout_seed "step" of evaluations, apart from every training step
@@ -57,6 +57,7 @@ class EvalReport:
     pass_at: dict[int, tuple[float, float]] = field(default_factory=dict)  # k -> (value, half-width)
     reasons: dict[str, int] = field(default_factory=dict)
     reward_mean: float = 0.0
+    tool_use: float | None = None  # share of episodes that called a tool; None when none was offered
 
     @classmethod
     def from_episodes(cls, episodes: list[Episode], n: int, ks: Sequence[int] = ()) -> EvalReport:
@@ -66,6 +67,8 @@ class EvalReport:
         report = cls(episodes=episodes, n=n)
         report.reasons = dict(Counter(ep.termination_reason.value for ep in episodes))
         report.reward_mean = statistics.fmean([ep.reward or 0.0 for ep in episodes]) if episodes else 0.0
+        if any(s.tools for ep in episodes for s in ep.steps):
+            report.tool_use = sum(map(used_tools, episodes)) / len(episodes)
         correct = [sum(map(is_correct, eps)) for eps in by_task.values()]
         counts = [len(eps) for eps in by_task.values()]
         report.accuracy, report.accuracy_ci = _mean_ci([c / m for c, m in zip(correct, counts)])

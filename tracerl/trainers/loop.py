@@ -374,7 +374,7 @@ def _evaluate(run: _Run, settings: RolloutSettings, step: int, logger: MetricsLo
                       tag=f"{run.nonce}-eval{step}", reward=run.reward)
     if logger is not None:
         logger.log(step, episode_metrics(report.episodes, prefix="eval"))
-    progress.evaluated(step, report.accuracy)
+    progress.evaluated(step, report.accuracy, report.tool_use)
     return report.accuracy
 
 

@@ -40,9 +40,16 @@ def episode_metrics(episodes: Sequence[Episode], prefix: str = "rollout") -> dic
         f"{prefix}/prefix_breaks": float(sum(t.prefix_breaks for ep in episodes for t in ep.trajectories)),
         f"{prefix}/response_tokens": float(sum(lengths)),
     }
+    if any(s.tools for s in steps):  # the share of episodes that called a tool, where one was offered
+        out[f"{prefix}/tool_use"] = sum(map(used_tools, episodes)) / len(episodes)
     for reason, count in Counter(ep.termination_reason.value for ep in episodes).items():
         out[f"{prefix}/termination/{reason}"] = float(count)
     return out
+
+
+def used_tools(ep: Episode) -> bool:
+    """The model asked for a tool call in at least one of the episode's LLM calls."""
+    return any(s.output_message is not None and s.output_message.tool_calls for s in ep.steps)
 
 
 def is_correct(ep: Episode) -> bool:

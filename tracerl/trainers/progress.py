@@ -27,10 +27,11 @@ class Progress:
         self._task = self._bar.add_task("train", total=cfg.steps, completed=start, status="")
         self._bar.start()
 
-    def evaluated(self, step: int, acc: float) -> None:
+    def evaluated(self, step: int, acc: float, tool_use: float | None = None) -> None:
         if self.console is not None and self.cfg.progress:
             when = "before training" if step == 0 else "after training" if step == self.cfg.steps else f"at step {step}"
-            self.console.print(f"held-out accuracy {when}: [bold]{acc:.1%}[/]")
+            tools = "" if tool_use is None else f"  (a tool called in {tool_use:.0%} of episodes)"
+            self.console.print(f"held-out accuracy {when}: [bold]{acc:.1%}[/]{tools}")
 
     def step(self, step: int, metrics: dict[str, float]) -> None:
         if self._bar is None:
@@ -47,8 +48,9 @@ class Progress:
 
 
 def _rollout_status(metrics: dict[str, float]) -> str:
+    tools = f"tool use {metrics['rollout/tool_use']:.0%}  " if "rollout/tool_use" in metrics else ""
     return (f"reward {metrics.get('rollout/reward_mean', 0.0):.3f}  "
-            f"acc {metrics.get('rollout/accuracy', 0.0):.1%}  "
+            f"acc {metrics.get('rollout/accuracy', 0.0):.1%}  {tools}"
             f"rollout {metrics.get('time/rollout_s', 0.0):.1f}s update {metrics.get('time/update_s', 0.0):.1f}s")
 
 
