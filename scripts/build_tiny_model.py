@@ -19,8 +19,8 @@ What it makes, deterministically (fixed seeds, deterministic torch kernels, 1 th
   tool-call rate, and accuracy when the reply is forced to call the tool or to answer.
 
 Three phases under one learning-rate schedule (see DRILL, COPY, MIXTURE below): 3,300 steps of
-1,024 tokens on one torch thread, measured 11.2 minutes on 2 CPU cores with a training run
-beside it for half of it. Two torch threads made it 10-20x slower on shared cores.
+1,024 tokens on one torch thread, measured 9.3 minutes on 2 CPU cores (11.2 with a training run
+beside it for half of it), bit-identical each time. Two torch threads were 10-20x slower.
 """
 
 from __future__ import annotations

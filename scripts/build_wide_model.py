@@ -1,9 +1,9 @@
 """A second, wider model for speed benchmarks: the bundled tokenizer, a larger Llama, random weights.
 
-    .venv/bin/python scripts/build_wide_model.py [--out runs/models/wide] [--hidden 512] [--layers 8]
+    .venv/bin/python scripts/build_wide_model.py [--out runs/models/wide] [--hidden 256] [--layers 4]
 
 bench/vs_trl.py --model runs/models/wide measures both trainers' step time where the model's
-compute weighs more than on the 1M-parameter bundled one (about 34M parameters by default).
+compute weighs more than on the bundled one (about 4.3M parameters by default, 4x as many).
 Its weights are random (seeded), so it learns nothing in a benchmark's few steps: use it for
 seconds and tokens per second, never for accuracy. Nothing is downloaded; it takes seconds.
 """
@@ -22,8 +22,8 @@ from tracerl.models import tiny_model_path
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("runs/models/wide"))
-    parser.add_argument("--hidden", type=int, default=512)
-    parser.add_argument("--layers", type=int, default=8)
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     torch.manual_seed(args.seed)
