@@ -46,25 +46,30 @@ def calculator_result(arguments: str | dict[str, Any]) -> str:
 
 
 def run(solve: Callable[..., Any], description: str, dataset: Any = ARITHMETIC) -> list[tracerl.Episode]:
-    """``python examples/<agent>.py [--tasks N] [--base-url URL]``: run and print episodes."""
+    """``python examples/<agent>.py [--tasks N] [--task NAME] [--model DIR] [--base-url URL]``: run
+    and print episodes (``--task calculator --model runs/demo/checkpoints/step-000040``: the demo's
+    two-digit problems with the weights ``make demo`` trained)."""
     from rich.console import Console
 
     from tracerl.cli.render import episode_tree
 
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--tasks", type=int, default=8, help=f"held-out {dataset.name} tasks to run")
+    parser.add_argument("--tasks", type=int, default=8, help="held-out tasks to run")
+    parser.add_argument("--task", choices=sorted(TASKS), default=dataset.name, help="which synthetic task")
+    parser.add_argument("--model", help="a Hugging Face model folder (default: the bundled tiny model)")
     parser.add_argument("--base-url", help="an already running gateway (default: start one in-process)")
     parser.add_argument("--db", default="runs/examples.db", help="span store file")
     args = parser.parse_args()
-    tasks = dataset.tasks("test", args.tasks, seed=0)
+    tasks = TASKS[args.task].tasks("test", args.tasks, seed=0)
     console = Console()
     if args.base_url:
         settings = tracerl.RolloutSettings(gateway_url=args.base_url, store=args.db, temperature=0.0, max_tokens=64)
         episodes = [solve(t, settings) for t in tasks]
     else:
-        engine = tracerl.TorchEngine()
+        engine = tracerl.TorchEngine(args.model)  # None: the bundled tiny model
         with tracerl.GatewayServer(engine, args.db) as gw:
-            settings = tracerl.RolloutSettings(gateway_url=gw.url, store=args.db, temperature=0.0, max_tokens=64)
+            settings = tracerl.RolloutSettings(gateway_url=gw.url, store=args.db, model=engine.model_name,
+                                               temperature=0.0, max_tokens=64)
             episodes = [solve(t, settings) for t in tasks]
         engine.shutdown()
     for ep in episodes:

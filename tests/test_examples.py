@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import tracerl
+from tracerl.models import tiny_model_path
 from tracerl.tasks.synthetic import FEEDBACK, TASKS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,7 +33,7 @@ def test_trace_to_episode_example(tmp_path):
         assert len([s for s in store.sessions() if s.llm_calls]) == 4
 
 
-def _run_example(name: str, tmp_path: Path, tasks: int = 3) -> list:
+def _run_example(name: str, tmp_path: Path, tasks: int = 3, *options: str) -> list:
     """Run ``examples/<name>.py`` as a user does (in-process gateway, tiny model) and read its
     episodes back from the span store it wrote."""
     from tracerl.core.convert import episodes_from_store
@@ -40,7 +41,7 @@ def _run_example(name: str, tmp_path: Path, tasks: int = 3) -> list:
 
     db = tmp_path / f"{name}.db"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / f"{name}.py"), "--tasks", str(tasks), "--db", str(db)],
+        [sys.executable, str(ROOT / "examples" / f"{name}.py"), "--tasks", str(tasks), "--db", str(db), *options],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -53,6 +54,16 @@ def _run_example(name: str, tmp_path: Path, tasks: int = 3) -> list:
         assert all(s.has_tokens and s.response_logprobs for s in ep.steps)
         assert all(len(t.sequences) == 1 and t.prefix_breaks == 0 for t in ep.trajectories)
     return episodes
+
+
+@pytest.mark.slow
+def test_an_example_runs_the_demo_task_on_a_given_model(tmp_path):
+    """`python examples/math_agent_litellm.py --task calculator --model DIR`: the demo's problems
+    on a model folder (here the bundled model's own files, as a checkpoint would be)."""
+    episodes = _run_example("math_agent_litellm", tmp_path, 2, "--task", "calculator",
+                            "--model", str(tiny_model_path()))
+    assert {ep.task.dataset for ep in episodes} == {"calculator"}
+    assert all(ep.steps[0].tools for ep in episodes)  # the calculator offered
 
 
 @pytest.mark.slow
