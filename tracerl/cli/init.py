@@ -32,28 +32,16 @@ SYSTEM = "End your reply with: The answer is <answer>."
 MAX_CALLS = 3  # model calls per episode: a tool call, the answer, one spare
 '''
 
-# A safe calculator (no eval): the tool every template offers the model.
+# The tool every template offers the model: tracerl's safe evaluator (no eval, bounded input),
+# under the name and description the bundled tiny model was trained to call.
 _CALCULATOR = '''def calculator(expression: str) -> str:
     """Evaluate + - * and parentheses on integers."""
-    def value(node: ast.AST) -> int:
-        if isinstance(node, ast.Constant) and type(node.value) is int:
-            return node.value
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            return -value(node.operand)
-        if isinstance(node, ast.BinOp) and type(node.op) in OPS:
-            return OPS[type(node.op)](value(node.left), value(node.right))
-        raise ValueError("only integers, + - * and parentheses")
-    try:
-        return str(value(ast.parse(expression, mode="eval").body))
-    except (SyntaxError, ValueError, RecursionError) as exc:
-        return f"error: {exc}"  # the model reads the error and can try again
+    return evaluate(expression)  # the value, or "error: ..." for the model to read and retry
 '''
-_OPS = "OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul}\n"
+_EVALUATE = "from tracerl.tasks.synthetic import calculator as evaluate\n"
 
 LANGGRAPH = '''"""The agent: a LangGraph graph of a model node and a calculator tool node."""
 
-import ast
-import operator
 from typing import Annotated, TypedDict
 
 from langchain_core.messages import AnyMessage
@@ -63,10 +51,10 @@ from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode
 
 import tracerl
-
+{evaluate}
 tracerl.instrument("langgraph")  # the one adapter line: the graph's model calls become spans
 
-{system}{ops}
+{system}
 
 @tool
 {calculator}
@@ -100,17 +88,15 @@ def solve(task, config):
 
 LANGCHAIN = '''"""The agent: a LangChain chat model with a calculator tool, in a tool-calling loop."""
 
-import ast
-import operator
 
 from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.tools import tool
 
 import tracerl
-
+{evaluate}
 tracerl.instrument("langchain")  # the one adapter line: LangChain's model calls become spans
 
-{system}{ops}
+{system}
 
 @tool
 {calculator}
@@ -130,17 +116,15 @@ def solve(task, config):
 
 OPENAI_AGENTS = '''"""The agent: an OpenAI Agents SDK Agent with a calculator function tool."""
 
-import ast
-import operator
 
 from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, Runner, function_tool
 from agents.exceptions import MaxTurnsExceeded
 
 import tracerl
-
+{evaluate}
 tracerl.instrument("openai-agents")  # the one adapter line; nothing is uploaded to OpenAI
 
-{system}{ops}
+{system}
 
 @function_tool
 {calculator}
@@ -163,17 +147,15 @@ async def solve(task, config):
 
 LITELLM = '''"""The agent: a LiteLLM tool-calling loop with a calculator tool."""
 
-import ast
 import json
-import operator
 
 import litellm
 
 import tracerl
-
+{evaluate}
 tracerl.instrument("litellm")  # the one adapter line: litellm.completion calls become spans
 
-{system}{ops}
+{system}
 
 {calculator}
 
@@ -270,7 +252,7 @@ def task_rows(n: int = 60, seed: int = 0) -> list[dict[str, object]]:
 
 def render(framework: Framework, name: str) -> dict[str, str]:
     """The project's files, by name."""
-    app = APPS[framework].format(system=_SYSTEM, ops=_OPS, calculator=_CALCULATOR)
+    app = APPS[framework].format(system=_SYSTEM, evaluate=_EVALUATE, calculator=_CALCULATOR)
     return {
         "app.py": app,
         "tasks.jsonl": "".join(json.dumps(row) + "\n" for row in task_rows()),
