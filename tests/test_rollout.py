@@ -139,6 +139,21 @@ async def test_async_timeout_and_settings_timeout_wins(server, tracing):
     assert ep.termination_reason is tracerl.TerminationReason.TIMEOUT
 
 
+def test_text_without_a_reward_function_is_warned_about_once(server, tracing, caplog, monkeypatch):
+    from tracerl.core import rollout
+
+    monkeypatch.setattr(rollout, "_WARNED", set())
+
+    @tracerl.rollout
+    def talks(task, config):
+        return _tool_agent(OpenAI(**config.openai_kwargs()), "What is 2+3?")
+
+    episodes = [talks({"id": f"t{i}"}, _settings(server), tracing=tracing) for i in range(4)]
+    assert all(ep.reward is None and ep.artifacts for ep in episodes)  # kept, ungraded
+    said = [r for r in caplog.records if r.levelname == "WARNING" and "no reward function" in r.getMessage()]
+    assert len(said) == 1 and "--reward" in said[0].getMessage()
+
+
 def test_session_context_manager_and_step_rewards(server, tracing):
     client = None
     with tracerl.session(task={"id": "multi", "data": {}}, settings=_settings(server), tracing=tracing) as s:

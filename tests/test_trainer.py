@@ -188,6 +188,25 @@ def test_lora_trains_adapters_only_and_saves_loadable_adapters(tmp_path, private
     assert (again.final_checkpoint / "adapter_config.json").is_file()
 
 
+def test_bf16_generates_in_bfloat16_and_keeps_float32_weights(tmp_path, private_tracing, monkeypatch):
+    from tracerl.engines import torch_engine
+
+    dtypes: list[object] = []
+    real_init = torch_engine.TorchEngine.__init__
+
+    def spy(self, *args, **kw):
+        real_init(self, *args, **kw)
+        dtypes.append(self.model.dtype)
+
+    monkeypatch.setattr(torch_engine.TorchEngine, "__init__", spy)
+    cfg = small(tmp_path, precision="bf16")
+    result = train(cfg, agent=load_agent(f"{AGENTS}:parity_agent"), tracing=private_tracing)
+    assert dtypes == [torch.bfloat16]
+    assert all(abs(m["stats/ratio_mean"] - 1) < 0.05 and m["stats/grad_norm"] > 0 for m in result.history)
+    saved = weights(result.final_checkpoint)
+    assert {v.dtype for v in saved.values()} == {torch.float32}  # autocast: the master weights stay fp32
+
+
 def test_async_rollouts_stay_within_the_staleness_bound(tmp_path, private_tracing):
     cfg = small(tmp_path, steps=4, async_staleness=1)
     result = train(cfg, agent=load_agent(f"{AGENTS}:parity_agent"), tracing=private_tracing)

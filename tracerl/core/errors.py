@@ -12,6 +12,7 @@
     ├── UpstreamError          the model server behind the gateway failed or answered something
     │                          unusable (``status``: the HTTP status to answer with)
     ├── GatewayProcessError    the gateway's child process failed or died
+    ├── ModelSetupError        ``tracerl model setup`` could not fetch, convert or verify a model
     ├── APIError               (tracerl.gateway.protocol) a request the gateway answers with an
     │                          OpenAI-style 4xx/5xx body; never escapes the gateway
     └── ExpressionError        (tracerl.tasks.synthetic) the calculator's input is not an
@@ -73,3 +74,7 @@ class UpstreamError(TracerlError, RuntimeError):
 
 class GatewayProcessError(TracerlError):
     """The gateway's child process failed or died."""
+
+
+class ModelSetupError(TracerlError):
+    """A model could not be downloaded, converted or verified; nothing was left half-written."""

@@ -363,11 +363,17 @@ def _finish(result: Any, sess: Session, grader: Grader | None) -> tuple[Episode 
             emit_reward(result.reward, is_correct=result.is_correct)
         return None, False
     if isinstance(result, str):
-        log.warning("rollout %s returned text but no reward function grades it: pass --reward (a built-in "
-                    "grader's name or module:function) or return a float", sess.episode_id)
+        # every episode of the run has the same cause: say it once, not once per episode
+        level = logging.DEBUG if "ungraded-text" in _WARNED else logging.WARNING
+        _WARNED.add("ungraded-text")
+        log.log(level, "rollout %s returned text but no reward function grades it: pass --reward (a built-in "
+                "grader's name or module:function) or return a float (said once per process)", sess.episode_id)
         return None, False
     _emit_result(result, sess)
     return None, False
+
+
+_WARNED: set[str] = set()  # the once-per-process warnings already given
 
 
 def _emit_result(result: Any, sess: Session) -> None:

@@ -49,7 +49,7 @@ def load_profile(path: Path | None = None) -> ModelProfile:
     try:
         return ModelProfile.model_validate(json.loads(path.read_text())["model"])
     except (ValueError, KeyError, TypeError, ValidationError) as exc:
-        raise ConfigError(f"{path} is not a valid tracerl config ({exc}); fix it or run `tracerl model setup`") from exc
+        raise ConfigError(f"{path} is not a valid tracerl config ({exc}); fix it or run `tracerl model default`") from exc
 
 
 def save_profile(profile: ModelProfile, path: Path | None = None) -> Path:

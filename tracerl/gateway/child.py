@@ -46,10 +46,11 @@ class GatewayProcess:
     """A :class:`~tracerl.gateway.server.GatewayServer` with a TorchEngine, in a child process."""
 
     def __init__(self, model: str | Path, store: str | Path, *, model_name: str | None = None,
-                 device: str | None = None, max_batch_size: int = 64, num_threads: int | None = None,
+                 device: str | None = None, dtype: str = "auto", max_batch_size: int = 64,
+                 num_threads: int | None = None,
                  log_path: str | Path | None = None, start_timeout_s: float = 300.0):
         self.args = {"model": str(model), "store": str(store), "model_name": model_name, "device": device,
-                     "max_batch_size": max_batch_size, "num_threads": num_threads}
+                     "dtype": dtype, "max_batch_size": max_batch_size, "num_threads": num_threads}
         self.log_path = Path(log_path) if log_path else Path(tempfile.mkdtemp()) / "gateway.log"
         self.start_timeout_s = start_timeout_s
         self.url = ""
@@ -166,7 +167,7 @@ def _serve(args: dict[str, Any]) -> int:
     hf_logging.disable_progress_bar()
     try:
         engine = TorchEngine(args["model"], model_name=args["model_name"], device=args["device"],
-                             max_batch_size=args["max_batch_size"], num_threads=args["num_threads"])
+                             dtype=args.get("dtype", "auto"), max_batch_size=args["max_batch_size"], num_threads=args["num_threads"])
         gateway = GatewayServer(engine, args["store"]).start()
     except (ConfigError, OSError, ValueError) as exc:
         answer({"error": f"{type(exc).__name__}: {exc}"})

