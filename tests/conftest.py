@@ -52,3 +52,4 @@ def tracing(tmp_path):
     state = setup_tracing(SpanStore(tmp_path / "spans.db"), tracer_provider=provider)
     yield state
     provider.shutdown()
+

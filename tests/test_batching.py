@@ -84,3 +84,16 @@ def test_micro_batches_respect_the_token_budget():
     rows = make_batch([ep(f"e{i}", "t", float(i % 2)) for i in range(8)], TrainConfig()).rows
     packed = micro_batches(rows, token_budget=2 * len(rows[0]))
     assert sum(len(mb) for mb in packed) == len(rows) and all(len(mb) <= 2 for mb in packed)
+
+
+@pytest.mark.parametrize(("vocab", "tokens"), [(576, 8192), (49_152, 1365), (151_936, 441), (10**7, 64)])
+def test_a_large_vocabulary_gets_smaller_micro_batches(vocab, tokens):
+    """The logits of a micro-batch (tokens x vocabulary) stay under ``micro_batch_logits``: the
+    bundled model keeps the token budget, SmolLM2 and Qwen2.5 get fewer tokens, never under 64."""
+    from types import SimpleNamespace
+
+    from tracerl.trainers.update import token_budget
+
+    model = SimpleNamespace(config=SimpleNamespace(vocab_size=vocab))
+    assert token_budget(model, TrainConfig()) == tokens
+    assert token_budget(model, TrainConfig.model_validate({"optim": {"micro_batch_logits": 2**40}})) == 8192

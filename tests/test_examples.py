@@ -122,3 +122,22 @@ def test_self_debate_example(tmp_path):
             assert [s.reward for s in traj.steps] == [float(arithmetic.is_correct(ep.task, x)) for x in answers]
             assert traj.reward == float(arithmetic.is_correct(ep.task, answers[-1]))
         assert ep.reward == b.reward
+
+
+def test_the_real_model_recipes_data_are_what_make_data_writes_and_disjoint():
+    import importlib.util
+    import json
+
+    folder = ROOT / "examples" / "real_model"
+    spec = importlib.util.spec_from_file_location("real_model_data", folder / "make_data.py")
+    assert spec is not None and spec.loader is not None
+    make = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make)
+    rows = make.rows()
+    files = {name: [json.loads(line) for line in (folder / name).read_text().splitlines()]
+             for name in ("train.jsonl", "test.jsonl")}
+    assert files["test.jsonl"] == [r for r in rows if make.held_out(r)]  # shipped = regenerated
+    assert files["train.jsonl"] == [r for r in rows if not make.held_out(r)]
+    questions = {name: {r["question"] for r in part} for name, part in files.items()}
+    assert not questions["train.jsonl"] & questions["test.jsonl"] and len(questions["test.jsonl"]) >= 200
+    assert all(isinstance(r["answer"], int) and r["answer"] >= 1 for r in rows)

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from checks import trainer_and_engine_logprobs
 from openai import OpenAI
 
 from tracerl.core.convert import episode_from_spans
 from tracerl.core.store import SpanStore
-from tracerl.engines.base import SamplingParams
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,20 +65,12 @@ def test_plain_chats_render_as_smollm2s_own_template(engine):
 def test_the_trainers_logprobs_equal_the_engines_on_the_real_model(engine, smollm2):
     from transformers import AutoModelForCausalLM
 
-    from tracerl.trainers.losses import token_logprobs
-
-    tok = engine.tokenizer
-    prompt = list(tok.apply_chat_template([{"role": "user", "content": "Ana has 8 apples and finds 7 more. "
-                                            "How many apples does she have?"}],
-                                          add_generation_prompt=True, tokenize=True, return_dict=False))
     model = AutoModelForCausalLM.from_pretrained(smollm2).eval()
     for temperature in (1.0, 0.7):
-        gen = engine.generate_sync(prompt, SamplingParams(max_tokens=24, temperature=temperature, seed=3))[0]
-        ids = torch.tensor([prompt + gen.token_ids])
-        with torch.no_grad():
-            lp = token_logprobs(model(input_ids=ids[:, :-1]).logits, ids[:, 1:], temperature=temperature)
-        mine = lp[0, len(prompt) - 1:]
-        assert torch.allclose(mine, torch.tensor(gen.logprobs), atol=1e-3), (mine - torch.tensor(gen.logprobs)).abs().max()
+        mine, engines = trainer_and_engine_logprobs(
+            engine, model, "Ana has 8 apples and finds 7 more. How many apples does she have?",
+            temperature=temperature, max_tokens=24, seed=3)
+        assert torch.allclose(mine, engines, atol=1e-3), (mine - engines).abs().max()
 
 
 def test_a_multi_turn_tool_episode_is_one_sequence_masked_on_model_tokens(engine, tmp_path):

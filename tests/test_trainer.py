@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from checks import trainer_and_engine_logprobs
 
 from tracerl.core.otel import setup_tracing
 from tracerl.core.store import SpanStore
@@ -60,8 +61,9 @@ def test_training_updates_weights_checkpoints_and_stamps_versions(tmp_path, priv
     assert [m["step"] for m in lines] == [1, 2]
     assert all(m["update/sequences"] > 0 and m["stats/grad_norm"] > 0 for m in lines)
     assert lines[-1]["policy/weight_version"] == 2
+    assert 0.1 < lines[-1]["memory/peak_rss_gb"] < 64  # this process's peak, in GiB
     for key in ("rollout/reward_mean", "stats/entropy", "stats/clip_frac", "groups/zero_variance_share",
-                "time/rollout_s", "throughput/update_tokens_per_s", "rollout/prefix_breaks"):
+                "time/rollout_s", "throughput/update_tokens_per_s", "rollout/prefix_breaks", "memory/peak_rss_gb"):
         assert key in lines[-1], key
     # the checkpoint is a Hugging Face model folder that differs from where training started
     final = result.final_checkpoint
@@ -181,6 +183,16 @@ def test_lora_trains_adapters_only_and_saves_loadable_adapters(tmp_path, private
     start = weights(tiny_model_path())
     changed = {k for k in start if not torch.equal(merged[k], start[k])}
     assert changed and all(("q_proj" in k or "v_proj" in k) for k in changed)
+    # the adapter checkpoint serves as a model: its base with the adapters folded in
+    from tracerl.engines.torch_engine import TorchEngine
+    from tracerl.trainers.model_path import resolve_model
+
+    engine = TorchEngine(resolve_model(final), max_batch_size=4)
+    try:
+        served = engine.model.state_dict()
+        assert all(torch.allclose(served[k], reference[k], atol=1e-6) for k in reference)
+    finally:
+        engine.shutdown()
     # resuming picks the adapters up again
     more = small(tmp_path, steps=3, resume=True, lora={"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]})
     again = train(more, agent=load_agent(f"{AGENTS}:parity_agent"), tracing=private_tracing)
@@ -312,18 +324,10 @@ def test_trainer_logprobs_match_the_engines_at_the_sampling_temperature(tiny_eng
     engine's (same model, same temperature) to 1e-4."""
     from transformers import AutoModelForCausalLM
 
-    from tracerl.engines.base import SamplingParams
     from tracerl.models import tiny_model_path
-    from tracerl.trainers.losses import token_logprobs
 
-    tok = tiny_engine.tokenizer
-    prompt = list(tok.apply_chat_template([{"role": "user", "content": "What is 3 + 4?"}],
-                                          add_generation_prompt=True, tokenize=True, return_dict=False))
     model = AutoModelForCausalLM.from_pretrained(tiny_model_path()).eval()
     for temperature in (1.0, 0.7):
-        gen = tiny_engine.generate_sync(prompt, SamplingParams(max_tokens=12, temperature=temperature, seed=5))[0]
-        ids = torch.tensor([prompt + gen.token_ids])
-        with torch.no_grad():
-            lp = token_logprobs(model(input_ids=ids[:, :-1]).logits, ids[:, 1:], temperature=temperature)
-        mine = lp[0, len(prompt) - 1:]
-        assert torch.allclose(mine, torch.tensor(gen.logprobs), atol=1e-4), (mine, gen.logprobs)
+        mine, engines = trainer_and_engine_logprobs(tiny_engine, model, "What is 3 + 4?", temperature=temperature,
+                                                    max_tokens=12, seed=5)
+        assert torch.allclose(mine, engines, atol=1e-4), (mine, engines)

@@ -93,9 +93,14 @@ class TorchEngine:
         )
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         torch_dtype = None if dtype == "auto" else getattr(torch, dtype)
-        self.model: Any = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=torch_dtype)
-        # (transformers types Module.to through a decorator the checker reads as taking a model)
-        self.model.to(self.device)  # type: ignore[arg-type]
+        if _is_adapter_folder(self.model_path):  # a LoRA checkpoint: its base with the adapters folded in
+            from peft import AutoPeftModelForCausalLM
+
+            self.model: Any = AutoPeftModelForCausalLM.from_pretrained(self.model_path, dtype=torch_dtype)
+            self.model = self.model.merge_and_unload()
+        else:
+            self.model = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=torch_dtype)
+        self.model.to(self.device)
         self.model.eval()
         if num_threads is None and self.device == "cpu" and self.model.num_parameters() < SMALL_MODEL_PARAMS:
             # Matrices this small gain nothing from more threads, and when the gateway, the
@@ -329,6 +334,11 @@ def sample_tokens(logits: Any, params: SamplingParams, uniforms: list[float]) ->
         # right=True: the first token whose cumulative mass exceeds u, so never a masked one
         tokens = torch.searchsorted(cdf, u, right=True).squeeze(-1).clamp(max=cdf.shape[-1] - 1)
     return tokens, logprobs.gather(-1, tokens[:, None]).squeeze(-1)
+
+
+def _is_adapter_folder(path: str) -> bool:
+    folder = Path(path)
+    return (folder / "adapter_config.json").is_file() and not (folder / "config.json").is_file()
 
 
 def _default_path() -> str:

@@ -41,7 +41,7 @@ from . import checkpoint, lora
 from .batching import make_batch
 from .config import RFT, TrainConfig
 from .evaluate import evaluate, failed_episodes
-from .metrics import MetricsLogger, episode_metrics
+from .metrics import MetricsLogger, episode_metrics, memory_metrics
 from .model_path import resolve_model
 from .producer import Producer
 from .progress import Progress
@@ -341,6 +341,7 @@ def _train_step(run: _Run, episodes: list[Episode], rollout_s: float) -> dict[st
         metrics["async/staleness_mean"] = run.version - sum(versions) / len(versions)
     metrics["throughput/update_tokens_per_s"] = update.get("update/tokens", 0.0) / max(t2 - t1, 1e-9)
     metrics["policy/weight_version"] = float(run.version + 1)
+    metrics.update(memory_metrics())
     return metrics
 
 

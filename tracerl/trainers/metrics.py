@@ -145,3 +145,18 @@ def _mlflow(cfg: TrainConfig) -> _Sink:
     # MLflow takes "/" in metric names: the same names as metrics.jsonl and TensorBoard
     return _Sink(lambda step, m: mlflow.log_metrics(m, step=step, run_id=run.info.run_id),
                  lambda: mlflow.end_run())
+
+
+def memory_metrics() -> dict[str, float]:
+    """Peak memory so far: the process's resident set (the trainer, and the engine when it
+    runs in process) and, on CUDA, the largest allocation of the device's tensors."""
+    import resource
+    import sys
+
+    import torch
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
+    out = {"memory/peak_rss_gb": peak / (2**30 if sys.platform == "darwin" else 2**20)}
+    if torch.cuda.is_available():
+        out["memory/cuda_peak_gb"] = torch.cuda.max_memory_allocated() / 2**30
+    return out

@@ -34,7 +34,7 @@ def resolve_model(model: str | Path | None) -> str:
     if path.exists():
         if not path.is_dir():
             raise ConfigError(f"model {text} is a file, not a model folder; {_HOW}")
-        if not (path / "config.json").is_file():
+        if not (path / "config.json").is_file() and not (path / "adapter_config.json").is_file():
             raise ConfigError(f"model folder {text} holds no config.json, so it is not a Hugging Face "
                               f"model folder; {_HOW}")
         return str(path)

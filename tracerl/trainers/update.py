@@ -37,6 +37,13 @@ def _pad(rows: Sequence[Row], device: Any) -> dict[str, torch.Tensor]:
     return out
 
 
+def token_budget(model: Any, cfg: TrainConfig) -> int:
+    """Tokens per micro-batch: ``micro_batch_tokens``, fewer where the vocabulary is large."""
+    vocab = int(getattr(model.config, "vocab_size", 0) or 0)
+    by_logits = cfg.optim.micro_batch_logits // vocab if vocab else cfg.optim.micro_batch_tokens
+    return max(64, min(cfg.optim.micro_batch_tokens, by_logits))
+
+
 def _forward_logprobs(model: Any, mb: dict[str, torch.Tensor], temperature: float,
                       bf16: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     ids = mb["input_ids"]
@@ -59,7 +66,7 @@ def policy_update(
     if not rows:
         return {}
     device = next(model.parameters()).device
-    batches = [_pad(mb, device) for mb in micro_batches(rows, cfg.optim.micro_batch_tokens)]
+    batches = [_pad(mb, device) for mb in micro_batches(rows, token_budget(model, cfg))]
     norm = loss_normalizer(cfg.loss.agg, [mb["mask"] for mb in batches])
     model.train()
     bf16 = cfg.precision == "bf16"
@@ -107,7 +114,7 @@ def sft_update(
     if not rows:
         return {}
     device = next(model.parameters()).device
-    batches = [_pad(mb, device) for mb in micro_batches(rows, cfg.optim.micro_batch_tokens)]
+    batches = [_pad(mb, device) for mb in micro_batches(rows, token_budget(model, cfg))]
     norm = loss_normalizer("token_mean", [mb["mask"] for mb in batches])
     model.train()
     total = 0.0
