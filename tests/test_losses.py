@@ -97,6 +97,9 @@ def test_truncated_importance_sampling() -> None:
     loss, m = policy_loss(lp, old, torch.ones(1), torch.ones(1, 2), engine_logprobs=engine)
     assert loss.item() == pytest.approx(-1.25)
     assert m["stats/tis_weight_mean"] == pytest.approx(1.25)
+    # the trainer-vs-engine gap, reported uncapped: |0 - ln 0.25| and |0 - ln 2|; largest w = 4
+    assert m["stats/engine_logprob_gap_mean"] == pytest.approx((math.log(4) + LN2) / 2)
+    assert m["stats/engine_ratio_max"] == pytest.approx(4.0)
     loss.backward()
     # w is detached: d/dlp (-w * exp(lp)) / 2 = -w / 2, and nothing flows into old or w
     assert lp.grad is not None and lp.grad[0].tolist() == pytest.approx([-1.0, -0.25])

@@ -62,6 +62,7 @@ def test_training_updates_weights_checkpoints_and_stamps_versions(tmp_path, priv
     assert all(m["update/sequences"] > 0 and m["stats/grad_norm"] > 0 for m in lines)
     assert lines[-1]["policy/weight_version"] == 2
     assert 0.1 < lines[-1]["memory/peak_rss_gb"] < 64  # this process's peak, in GiB
+    assert json.loads((cfg.output / "config.json").read_text())["precision"] == "fp32"  # resolved, on CPU
     for key in ("rollout/reward_mean", "stats/entropy", "stats/clip_frac", "groups/zero_variance_share",
                 "time/rollout_s", "throughput/update_tokens_per_s", "rollout/prefix_breaks", "memory/peak_rss_gb"):
         assert key in lines[-1], key
@@ -200,7 +201,8 @@ def test_lora_trains_adapters_only_and_saves_loadable_adapters(tmp_path, private
     assert (again.final_checkpoint / "adapter_config.json").is_file()
 
 
-def test_bf16_generates_in_bfloat16_and_keeps_float32_weights(tmp_path, private_tracing, monkeypatch):
+@pytest.mark.parametrize(("precision", "saved"), [("bf16-mixed", "float32"), ("bf16", "bfloat16")])
+def test_bf16_precisions_generate_in_bfloat16(tmp_path, private_tracing, monkeypatch, precision, saved):
     from tracerl.engines import torch_engine
 
     dtypes: list[object] = []
@@ -211,12 +213,21 @@ def test_bf16_generates_in_bfloat16_and_keeps_float32_weights(tmp_path, private_
         dtypes.append(self.model.dtype)
 
     monkeypatch.setattr(torch_engine.TorchEngine, "__init__", spy)
-    cfg = small(tmp_path, precision="bf16")
+    cfg = small(tmp_path, precision=precision)
     result = train(cfg, agent=load_agent(f"{AGENTS}:parity_agent"), tracing=private_tracing)
     assert dtypes == [torch.bfloat16]
     assert all(abs(m["stats/ratio_mean"] - 1) < 0.05 and m["stats/grad_norm"] > 0 for m in result.history)
-    saved = weights(result.final_checkpoint)
-    assert {v.dtype for v in saved.values()} == {torch.float32}  # autocast: the master weights stay fp32
+    # bf16-mixed keeps float32 master weights (autocast computes in bf16); bf16 stores bf16
+    assert {str(v.dtype) for v in weights(result.final_checkpoint).values()} == {f"torch.{saved}"}
+
+
+def test_the_precision_default_follows_the_device():
+    from tracerl.trainers.precision import resolve
+
+    assert resolve(None, "cuda:0") == "bf16-mixed" and resolve(None, "cpu") == "fp32"
+    assert resolve("bf16", "cpu") == "bf16"
+    with pytest.raises(ValueError, match="precision"):
+        TrainConfig.model_validate({"precision": "fp16"})
 
 
 def test_async_rollouts_stay_within_the_staleness_bound(tmp_path, private_tracing):
@@ -331,3 +342,34 @@ def test_trainer_logprobs_match_the_engines_at_the_sampling_temperature(tiny_eng
         mine, engines = trainer_and_engine_logprobs(tiny_engine, model, "What is 3 + 4?", temperature=temperature,
                                                     max_tokens=12, seed=5)
         assert torch.allclose(mine, engines, atol=1e-4), (mine, engines)
+
+
+def test_activation_checkpointing_changes_memory_not_the_update(tmp_path):
+    """The same rows, the same start: one update with activations recomputed in the backward
+    pass lands on the same parameters as one that kept them."""
+    import random
+    from types import SimpleNamespace
+
+    from tracerl.models import tiny_model_path
+    from tracerl.trainers.batching import Row
+    from tracerl.trainers.policy import checkpointing, load_policy
+    from tracerl.trainers.update import make_optimizer, policy_update
+
+    rng = random.Random(0)
+    rows = []
+    for _ in range(6):
+        ids = [rng.randrange(500) for _ in range(41)]
+        mask = [0] * 20 + [1] * 20
+        rows.append(Row(ids[:-1], ids[1:], mask, [rng.choice((-1.0, 1.0)) * m for m in mask], None))
+    params = []
+    for on in (False, True):
+        cfg = small(tmp_path, gradient_checkpointing=on, precision="fp32")
+        policy = load_policy(cfg, str(tiny_model_path()), None, "cpu")
+        assert any(getattr(m, "gradient_checkpointing", False) for m in policy.model.modules()) is on
+        torch.manual_seed(0)
+        optimizer, scheduler = make_optimizer(policy.model, cfg, 1)
+        policy_update(policy.model, optimizer, scheduler, rows, cfg)
+        params.append(dict(policy.model.named_parameters()))
+    assert all(torch.allclose(params[0][k], params[1][k], atol=1e-6) for k in params[0])
+    assert not checkpointing(small(tmp_path), policy.model)  # the bundled model: off by default
+    assert checkpointing(small(tmp_path), SimpleNamespace(num_parameters=lambda: 1_500_000_000))

@@ -82,3 +82,60 @@ def test_upstream_errors_become_client_errors(upstream, tmp_path):
     engine = UpstreamEngine(upstream.url + "/v1", "no-such-model", model_name="hosted")
     with _front(tmp_path, engine) as front, pytest.raises(NotFoundError, match="no-such-model"):
         OpenAI(base_url=front.url + "/v1", api_key="x").chat.completions.create(model="hosted", messages=MSG)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("token_mode", [True, False])
+def test_gateway_serve_upstream_records_an_apps_traffic_to_its_own_server(upstream, tmp_path, token_mode):
+    """``tracerl gateway serve --upstream URL``: an app pointed at tracerl instead of its own
+    OpenAI-compatible server gets that server's answers, and every call is recorded for training."""
+    import subprocess
+    import sys
+    import time
+
+    from tracerl.models import tiny_model_path
+
+    port, db = _free_port(), tmp_path / "front.db"
+    cmd = [sys.executable, "-m", "tracerl", "gateway", "serve", "--upstream", upstream.url + "/v1",
+           "--upstream-model", "tracerl-tiny", "--name", "policy", "--port", str(port), "--db", str(db)]
+    if token_mode:
+        cmd += ["--tokenizer", str(tiny_model_path())]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        client = OpenAI(base_url=f"http://127.0.0.1:{port}/sessions/app-1/v1", api_key="x", max_retries=0)
+        for _ in range(200):  # until it serves
+            try:
+                reply = client.chat.completions.create(model="policy", messages=MSG, max_tokens=12)
+                break
+            except Exception:
+                assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+                time.sleep(0.1)
+        else:
+            raise AssertionError("the gateway did not start")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert reply.choices[0].message.content
+    with SpanStore(db) as store:
+        ep = episode_from_spans(store.spans(session_id="app-1"))
+    (step,) = ep.steps
+    assert step.output_message.content == reply.choices[0].message.content
+    assert step.has_tokens  # token mode templates here; passthrough gets vLLM-style ids back
+
+
+def test_gateway_serve_upstream_needs_the_upstreams_model_name(capsys):
+    from tracerl.cli.main import main
+
+    assert main(["gateway", "serve", "--upstream", "http://127.0.0.1:9/v1", "--port", str(_free_port())]) == 1
+    assert "--upstream needs --upstream-model" in capsys.readouterr().err
+    assert main(["gateway", "serve", "--upstream", "http://127.0.0.1:9/v1", "--model", "x", "--upstream-model", "m",
+                 "--port", str(_free_port())]) == 1
+    assert "not both" in capsys.readouterr().err

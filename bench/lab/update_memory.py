@@ -1,6 +1,6 @@
 """Peak memory and time of one policy update, by micro-batch token budget and precision.
 
-    .venv/bin/python bench/lab/update_memory.py --model smollm2-135m --budgets 8192 2048 --precisions fp32 bf16
+    .venv/bin/python bench/lab/update_memory.py --model smollm2-135m --budgets 8192 2048 --precisions fp32 bf16-mixed
     .venv/bin/python bench/lab/update_memory.py --model smollm2-135m --generation   # the engine, by dtype
 
 Each configuration runs in a fresh process (peak resident memory is per process), on the same
@@ -76,7 +76,7 @@ def run() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--budgets", type=int, nargs="+", default=[8192, 2048])
-    ap.add_argument("--precisions", nargs="+", default=["fp32", "bf16"])
+    ap.add_argument("--precisions", nargs="+", default=["fp32", "bf16-mixed"])
     ap.add_argument("--full", action="store_true", help="all weights instead of LoRA")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--generation", action="store_true", help="time the engine's generation by dtype instead")

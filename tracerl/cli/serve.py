@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -23,27 +23,69 @@ def serve(
     db: Annotated[Path | None, typer.Option("--db", help="span store file")] = None,
     name: Annotated[str | None, typer.Option(help="model name clients send (default: derived from the path)")] = None,
     batch_window_ms: Annotated[float, typer.Option(min=0)] = 5.0,
+    upstream: Annotated[str | None, typer.Option(
+        help="forward to this OpenAI-compatible server (a vllm serve URL, ending in /v1) instead of serving "
+        "--model; every call is recorded")] = None,
+    upstream_model: Annotated[str | None, typer.Option(
+        help="the model name the upstream serves (default: --name, else --model)")] = None,
+    tokenizer: Annotated[str | None, typer.Option(
+        help="with --upstream: the upstream model's tokenizer (HF folder or id); the gateway then templates "
+        "here and gets exact token ids back from /v1/completions (vLLM); without it chats pass through")] = None,
+    provider: Annotated[str, typer.Option(help="with --upstream: openai, or litellm for a hosted provider")] = "openai",
+    upstream_key_env: Annotated[str | None, typer.Option(
+        help="environment variable holding the upstream's API key")] = None,
 ) -> None:
-    """Serve MODEL as an OpenAI-compatible API on HOST:PORT, recording token-level spans."""
+    """Serve MODEL (or front --upstream) as an OpenAI-compatible API on HOST:PORT, recording token-level spans."""
     import uvicorn
 
     from tracerl.core.store import SpanStore
-    from tracerl.engines.torch_engine import TorchEngine
     from tracerl.gateway.app import create_app
     from tracerl.gateway.server import bind_socket, check_bind
     from tracerl.trainers.model_path import resolve_model
 
     check_bind(host, api_key)
-    path = resolve_model(model) if model is not None else None
+    if model is not None and upstream is None:
+        resolve_model(model)  # a wrong folder is one line before anything binds or loads
     sock = bind_socket(host, port)  # a busy port fails now, not after the model has loaded
     try:
-        engine = TorchEngine(path, model_name=name, batch_window_ms=batch_window_ms)
+        engine = _engine(model, name, batch_window_ms, upstream, upstream_model, tokenizer, provider,
+                         upstream_key_env)
         store = SpanStore(db)
-        typer.echo(f"serving {engine.model_name} on http://{host}:{port}/v1 (spans -> {store.path})")
+        what = f"{engine.model_name} from {upstream}" if upstream else engine.model_name
+        typer.echo(f"serving {what} on http://{host}:{port}/v1 (spans -> {store.path})")
         config = uvicorn.Config(create_app(engine, store, api_key=api_key), host=host, port=port, log_level="info")
         uvicorn.Server(config).run(sockets=[sock])
     finally:
         sock.close()
+
+
+def _engine(model: str | None, name: str | None, batch_window_ms: float, upstream: str | None,
+            upstream_model: str | None, tokenizer: str | None, provider: str, key_env: str | None) -> Any:
+    """The engine behind ``gateway serve``: TorchEngine on --model, or UpstreamEngine on --upstream."""
+    import os
+
+    from tracerl.core.errors import ConfigError
+    from tracerl.trainers.model_path import resolve_model
+
+    if upstream is None:
+        if tokenizer or upstream_model:
+            raise ConfigError("--tokenizer and --upstream-model go with --upstream URL")
+        from tracerl.engines.torch_engine import TorchEngine
+
+        return TorchEngine(resolve_model(model) if model is not None else None, model_name=name,
+                           batch_window_ms=batch_window_ms)
+    if model is not None:
+        raise ConfigError("pass either --model (serve it here) or --upstream URL (forward to it), not both")
+    served = upstream_model or name
+    if served is None:
+        raise ConfigError("--upstream needs --upstream-model: the model name the upstream serves")
+    key = os.environ.get(key_env) if key_env else None
+    if key_env and not key:
+        raise ConfigError(f"--upstream-key-env {key_env}: that environment variable is not set")
+    from tracerl.engines.upstream import UpstreamEngine
+
+    return UpstreamEngine(upstream, served, api_key=key, tokenizer=resolve_model(tokenizer) if tokenizer else None,
+                          model_name=name, provider=provider)
 
 
 @model_app.command("setup")

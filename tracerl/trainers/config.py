@@ -19,6 +19,8 @@ from tracerl.core.rollout import RolloutSettings
 from tracerl.core.types import TerminationReason
 from tracerl.tasks.data import DataConfig
 
+from .precision import Precision
+
 
 class _Config(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
@@ -184,12 +186,14 @@ class TrainConfig(_Config):
         "with concurrency=1 a resumed run then equals an uninterrupted one. Slower."
     )
     device: str | None = Field(None, description="cpu, cuda, ... (default: cuda when available)")
-    precision: Literal["fp32", "bf16"] = Field(
-        "fp32", description="bf16: the engine generates in bfloat16 and the update's forward runs under bfloat16 "
-        "autocast; weights, gradients and the optimizer stay float32. Less memory, and faster on GPUs; on 2 "
-        "CPU cores with AMX, SmolLM2-135M's generation ran 1.7x faster and its update 1.4x (8,192-token "
-        "micro-batches) to 1.0x (2,048); the engine's and the trainer's logprobs then differ a little more, "
-        "which the loss's importance correction absorbs")
+    gradient_checkpointing: bool | None = Field(
+        None, description="recompute activations in the backward pass instead of keeping them: about a third "
+        "more update compute for most of the activation memory (default: on above 1B parameters)")
+    precision: Precision | None = Field(
+        None, description="fp32 | bf16-mixed | bf16 (default: bf16-mixed on CUDA, fp32 elsewhere). bf16-mixed: "
+        "float32 weights and optimizer, bfloat16 generation and autocast forward; bf16: bfloat16 weights too. "
+        "On 2 CPU cores with AMX, SmolLM2-135M's generation ran 1.7x faster in bfloat16 and its update 1.0-1.4x "
+        "(tracerl/trainers/precision.py)")
     tensorboard: bool = Field(True, description="also log to TensorBoard when it is installed")
     wandb_project: str | None = Field(None, description="also log to this W&B project")
     mlflow_experiment: str | None = Field(None, description="also log to this MLflow experiment")

@@ -35,14 +35,14 @@ from tracerl.core.otel import Tracing, setup_tracing
 from tracerl.core.rollout import RolloutFunction, RolloutSettings
 from tracerl.core.store import SpanStore
 from tracerl.core.types import Episode, Task, Trajectory
-from tracerl.engines.torch_engine import SMALL_MODEL_PARAMS
 
-from . import checkpoint, lora
+from . import checkpoint, lora, precision
 from .batching import make_batch
 from .config import RFT, TrainConfig
 from .evaluate import evaluate, failed_episodes
 from .metrics import MetricsLogger, episode_metrics, memory_metrics
 from .model_path import resolve_model
+from .policy import load_policy
 from .producer import Producer
 from .progress import Progress
 from .rft import load_traces, make_rft_batch, select, sft_rows
@@ -169,14 +169,15 @@ def _serving(run: _Run) -> Iterator[tuple[str, Any]]:
         from tracerl.gateway.child import GatewayProcess
 
         with GatewayProcess(run.base, run.store.path, model_name=cfg.rollout.model, device=cfg.device,
-                            dtype=_engine_dtype(cfg), max_batch_size=64, log_path=cfg.output / "gateway.log") as proc:
+                            dtype=precision.engine_dtype(cfg.precision), max_batch_size=64,
+                            log_path=cfg.output / "gateway.log") as proc:
             yield proc.url, proc
         return
     from tracerl.engines.torch_engine import TorchEngine
     from tracerl.gateway.server import GatewayServer
 
-    engine = TorchEngine(run.base, model_name=cfg.rollout.model, device=cfg.device, dtype=_engine_dtype(cfg),
-                         max_batch_size=64)
+    engine = TorchEngine(run.base, model_name=cfg.rollout.model, device=cfg.device,
+                         dtype=precision.engine_dtype(cfg.precision), max_batch_size=64)
     try:
         with GatewayServer(engine, run.store) as gateway:
             yield gateway.url, engine
@@ -189,7 +190,6 @@ def _setup(cfg: TrainConfig, agent: RolloutFunction | None, tracing: Tracing | N
         # MKL picks kernels by memory alignment unless told not to; read when MKL first runs.
         os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     from tracerl import tasks
@@ -211,29 +211,14 @@ def _setup(cfg: TrainConfig, agent: RolloutFunction | None, tracing: Tracing | N
         raise ConfigError(f"{cfg.output} holds a previous run's checkpoints; pass --resume to continue it, "
                           "or choose another --output (nothing there was changed)")
     found = checkpoint.latest(cfg.output / "checkpoints") if cfg.resume else None
+    device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    cfg = cfg.model_copy(update={"precision": precision.resolve(cfg.precision, device)})  # recorded as run
     cfg.output.mkdir(parents=True, exist_ok=True)
     (cfg.output / "config.json").write_text(cfg.model_dump_json(indent=2))
     if cfg.resume and found is None:
         log.warning("--resume: no checkpoint in %s, starting from step 0", cfg.output)
-    device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    adapter = found is not None and lora.is_adapter_checkpoint(found)
-    model: Any = AutoModelForCausalLM.from_pretrained(str(base if adapter or found is None else found),
-                                                      dtype=torch.float32)
-    model.to(device)
-    if adapter and found is not None:
-        model = lora.load(model, found)
-    elif cfg.lora is not None:
-        model = lora.apply(model, cfg.lora)
-    tokenizer = AutoTokenizer.from_pretrained(base)
-    if not cfg.threads and device == "cpu" and model.num_parameters() < SMALL_MODEL_PARAMS:
-        # as in TorchEngine: more threads do not pay on tiny matrices, and with rollouts on the
-        # same cores (async, or other processes) OpenMP's spinning barriers cost 10-20x
-        torch.set_num_threads(1)
-    ref_model = None
-    if cfg.loss.kl_beta > 0:
-        ref_model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
-        ref_model.to(device)  # type: ignore[arg-type]
-        ref_model.eval().requires_grad_(False)
+    policy = load_policy(cfg, base, found, device)
+    model, tokenizer, ref_model = policy.model, policy.tokenizer, policy.ref_model
     optimizer, scheduler = make_optimizer(model, cfg, cfg.steps)
     store = SpanStore(str(cfg.output / "traces.db"))
     # The run's sessions name its store, which claims their spans (every rollout's, the
@@ -270,10 +255,6 @@ def _setup(cfg: TrainConfig, agent: RolloutFunction | None, tracing: Tracing | N
         run.resumed_from = found
         log.info("resumed from %s (step %d)", found, run.start_step)
     return run
-
-
-def _engine_dtype(cfg: TrainConfig) -> str:
-    return "bfloat16" if cfg.precision == "bf16" else "auto"
 
 
 def _updater(cfg: TrainConfig) -> tuple[Any, Any]:

@@ -155,6 +155,11 @@ def policy_loss(
         }
         if engine_logprobs is not None:
             metrics["stats/tis_weight_mean"] = _masked_mean(weight, mask)
+            # how far the trainer's numbers are from the sampler's (bf16 engines, kernels, stale
+            # weights): the mean gap per token, and the largest uncapped importance weight
+            gap = torch.where(on, old_logprobs.detach() - engine_logprobs, 0.0)
+            metrics["stats/engine_logprob_gap_mean"] = _masked_mean(gap.abs(), mask)
+            metrics["stats/engine_ratio_max"] = float(gap[on].exp().max()) if bool(on.any()) else 1.0
     return loss, metrics
 
 

@@ -16,6 +16,7 @@ import torch
 from .batching import Row, micro_batches
 from .config import TrainConfig
 from .losses import entropy, loss_normalizer, policy_loss, sft_loss, token_logprobs
+from .precision import Precision, autocast
 
 
 def _pad(rows: Sequence[Row], device: Any) -> dict[str, torch.Tensor]:
@@ -45,9 +46,9 @@ def token_budget(model: Any, cfg: TrainConfig) -> int:
 
 
 def _forward_logprobs(model: Any, mb: dict[str, torch.Tensor], temperature: float,
-                      bf16: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+                      precision: Precision | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     ids = mb["input_ids"]
-    with torch.autocast(ids.device.type, dtype=torch.bfloat16, enabled=bf16):
+    with autocast(precision, ids.device.type):
         logits = model(input_ids=ids, attention_mask=mb["attention"]).logits  # [B, T, V]
     return token_logprobs(logits, mb["targets"], temperature=temperature), logits
 
@@ -69,18 +70,18 @@ def policy_update(
     batches = [_pad(mb, device) for mb in micro_batches(rows, token_budget(model, cfg))]
     norm = loss_normalizer(cfg.loss.agg, [mb["mask"] for mb in batches])
     model.train()
-    bf16 = cfg.precision == "bf16"
     with torch.no_grad():  # the policy that the ratio is taken against, and the reference
         for mb in batches:
             if cfg.optim.epochs > 1:  # else the ratio is taken against the logprobs of this very pass
-                mb["old_logprobs"] = _forward_logprobs(model, mb, temperature, bf16)[0]
+                mb["old_logprobs"] = _forward_logprobs(model, mb, temperature, cfg.precision)[0]
             if ref_model is not None and cfg.loss.kl_beta > 0:
-                mb["ref_logprobs"] = _forward_logprobs(ref_model, mb, temperature, bf16)[0]
+                mb["ref_logprobs"] = _forward_logprobs(ref_model, mb, temperature, cfg.precision)[0]
     masked = max(1.0, sum(float(b["mask"].sum()) for b in batches))  # token-mean metric weights
     sums: dict[str, float] = {}
+    maxima: dict[str, float] = {}
     for _epoch in range(cfg.optim.epochs):
         for mb in batches:
-            logprobs, logits = _forward_logprobs(model, mb, temperature, bf16)
+            logprobs, logits = _forward_logprobs(model, mb, temperature, cfg.precision)
             old = mb["old_logprobs"] if "old_logprobs" in mb else logprobs.detach()
             loss, metrics = policy_loss(
                 logprobs, old, mb["advantages"], mb["mask"],
@@ -93,12 +94,16 @@ def policy_update(
             weight = float(mb["mask"].sum()) / masked
             metrics["stats/entropy"] = entropy(logits.detach(), mb["mask"])
             for key, value in metrics.items():
-                # the losses are already shares of the batch loss; the rest are token means
+                # the losses are already shares of the batch loss; maxima combine as maxima; the
+                # rest are token means
+                if key.endswith("_max"):
+                    maxima[key] = max(maxima.get(key, value), value)
+                    continue
                 share = key in ("loss/policy", "loss/total")
                 sums[key] = sums.get(key, 0.0) + (value if share else value * weight)
         sums["stats/grad_norm"] = _step(model, optimizer, scheduler, cfg)
     epochs = cfg.optim.epochs
-    out = {k: v / epochs for k, v in sums.items()}
+    out = {**{k: v / epochs for k, v in sums.items()}, **maxima}
     out["update/sequences"] = float(len(rows))
     out["update/tokens"] = float(sum(len(r) for r in rows))
     out["update/micro_batches"] = float(len(batches))
@@ -119,7 +124,7 @@ def sft_update(
     model.train()
     total = 0.0
     for mb in batches:
-        logprobs, _ = _forward_logprobs(model, mb, 1.0, cfg.precision == "bf16")
+        logprobs, _ = _forward_logprobs(model, mb, 1.0, cfg.precision)
         loss, _metrics = sft_loss(logprobs, mb["mask"], normalizer=norm)
         loss.backward()
         total += float(loss.detach())
