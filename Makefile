@@ -17,11 +17,9 @@ export TRACERL_TEST_HOME ?= $(HOME)/.cache/tracerl/test-home
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	# torch first, pinned, so that no later requirement pulls another build. --no-compile: byte-
-	# compiling every installed file took most of the install (measured 4 min -> 1 min 44 s on 2
-	# cores); Python compiles what it imports, once, on first use.
-	$(PY) -m pip install --quiet --no-compile torch==2.13.0
-	$(PY) -m pip install --quiet --no-compile -e '.[dev]'
+	# torch first, pinned, so that no later requirement pulls another build.
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
 # RL on the bundled tiny model through the LangGraph math agent (CPU, a few minutes): two-digit
