@@ -86,14 +86,18 @@ def test_micro_batches_respect_the_token_budget():
     assert sum(len(mb) for mb in packed) == len(rows) and all(len(mb) <= 2 for mb in packed)
 
 
-@pytest.mark.parametrize(("vocab", "tokens"), [(576, 8192), (49_152, 1365), (151_936, 441), (10**7, 64)])
-def test_a_large_vocabulary_gets_smaller_micro_batches(vocab, tokens):
+@pytest.mark.parametrize(("vocab", "device", "tokens"), [
+    (576, "cpu", 8192), (49_152, "cpu", 1365), (151_936, "cpu", 441), (10**7, "cpu", 64), (151_936, "cuda", 3533),
+])
+def test_a_large_vocabulary_gets_smaller_micro_batches(vocab, device, tokens):
     """The logits of a micro-batch (tokens x vocabulary) stay under ``micro_batch_logits``: the
-    bundled model keeps the token budget, SmolLM2 and Qwen2.5 get fewer tokens, never under 64."""
+    bundled model keeps the token budget, SmolLM2 and Qwen2.5 get fewer tokens, never under 64;
+    a GPU's default cap is 8x the CPU's."""
     from types import SimpleNamespace
 
     from tracerl.trainers.update import token_budget
 
-    model = SimpleNamespace(config=SimpleNamespace(vocab_size=vocab))
+    param = SimpleNamespace(device=SimpleNamespace(type=device))
+    model = SimpleNamespace(config=SimpleNamespace(vocab_size=vocab), parameters=lambda: iter([param]))
     assert token_budget(model, TrainConfig()) == tokens
     assert token_budget(model, TrainConfig.model_validate({"optim": {"micro_batch_logits": 2**40}})) == 8192

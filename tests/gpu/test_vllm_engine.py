@@ -49,3 +49,34 @@ async def test_weight_update_changes_outputs_and_version(engine):
     await engine.update_weights_async(state, version=1)
     (gen,) = await engine.generate([1, 2, 3], SamplingParams(max_tokens=4, temperature=1.0, seed=0))
     assert gen.weight_version == 1
+
+
+def test_sleep_then_update_serves_the_new_weights():
+    """The colocated training order: sleep (memory freed), update (wakes), generate with the new
+    weights; the returned logprobs are the new model's at the sampling temperature."""
+    from transformers import AutoModelForCausalLM
+
+    from tracerl.engines.base import SamplingParams
+    from tracerl.engines.vllm_engine import VLLMEngine
+    from tracerl.models import tiny_model_path
+
+    eng = VLLMEngine(str(tiny_model_path()), gpu_memory_utilization=0.2, enforce_eager=True, enable_sleep_mode=True)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path()).cuda()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(1.1)  # other weights, every one of them
+    before = torch.cuda.mem_get_info()[0]
+    eng.sleep()
+    assert torch.cuda.mem_get_info()[0] > before  # the sleeper gave memory back
+    eng.update_weights(model.state_dict(), 3)
+    import asyncio
+
+    prompt = [1, 2, 3, 4]
+    (gen,) = asyncio.run(eng.generate(prompt, SamplingParams(max_tokens=8, temperature=0.9, seed=0)))
+    assert gen.weight_version == 3
+    ids = torch.tensor([prompt + gen.token_ids], device="cuda")
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0, len(prompt) - 1 : -1].float()
+    ref = torch.log_softmax(logits / 0.9, -1).gather(-1, torch.tensor(gen.token_ids, device="cuda")[:, None])[:, 0]
+    assert torch.allclose(ref.cpu(), torch.tensor(gen.logprobs), atol=2e-2)
+    asyncio.run(eng.close())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -61,6 +62,10 @@ def train(
     seed: Annotated[int | None, typer.Option(help="run seed")] = None,
     eval_size: Annotated[int | None, typer.Option(help="held-out tasks to evaluate on (0 = none)")] = None,
     threads: Annotated[int | None, typer.Option(help="torch CPU threads")] = None,
+    engine: Annotated[str | None, typer.Option(
+        help="what serves rollouts: torch (default), vllm (colocated, [gpu] extra), openai (--set upstream.url=...)")] = None,
+    nproc: Annotated[int, typer.Option(
+        "--nproc", min=1, help="processes (GPUs) the update is sharded over with FSDP2; runs itself under torchrun")] = 1,
     set_: Annotated[list[str] | None, typer.Option(
         "--set", help="any setting as dotted.key=value (value in JSON or plain text), repeatable")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the resolved config and exit")] = False,
@@ -73,9 +78,12 @@ def train(
     """
     from tracerl.trainers.config import TrainConfig
 
+    if nproc > 1 and "WORLD_SIZE" not in os.environ and not dry_run:
+        raise typer.Exit(_torchrun(nproc))
     overrides: dict[str, Any] = {"task": task, **_data_overrides(data, eval_data, holdout)}
     flags = {"reward": reward, "agent": agent, "model": model, "from_traces": from_traces, "output": output, "seed": seed, "steps": steps,
-             "batch_size": batch_size, "group_size": group_size, "eval_size": eval_size, "threads": threads}
+             "batch_size": batch_size, "group_size": group_size, "eval_size": eval_size, "threads": threads,
+             "engine": engine}
     overrides.update({k: v for k, v in flags.items() if v is not None})
     if resume:
         overrides["resume"] = True
@@ -110,7 +118,29 @@ def train(
     except KeyboardInterrupt:  # while loading the model, before the first step began
         typer.echo("interrupted before training started; nothing was trained", err=True)
         raise typer.Exit(130) from None
-    typer.echo(_summary(result, cfg.eval_size))
+    if os.environ.get("RANK", "0") == "0":  # under torchrun the other ranks only held shards
+        typer.echo(_summary(result, cfg.eval_size))
+
+
+def _torchrun(nproc: int) -> int:
+    """Run this very command under ``torchrun`` with ``nproc`` processes; its exit status."""
+    import subprocess
+    import sys
+
+    args, skip = [], False
+    for arg in sys.argv[1:]:
+        if skip or arg.startswith("--nproc="):
+            skip = False
+            continue
+        if arg == "--nproc":
+            skip = True
+            continue
+        args.append(arg)
+    env = {**os.environ}
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+               "-m", "tracerl", *args]
+    return subprocess.run(command, env=env).returncode
 
 
 def _set_dotted(out: dict[str, Any], item: str) -> None:

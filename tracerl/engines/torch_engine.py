@@ -6,6 +6,15 @@ queueing. Each row keeps its own sampling parameters and random generator; the l
 returned for a token is taken from the distribution it was actually drawn from
 (temperature, then top-k, then top-p), which is what PPO/GRPO ratios need. Greedy rows
 (temperature 0) report the model's plain (temperature 1) logprobs.
+
+Two ways to decode a batch. The dynamic one (the CPU default) grows a DynamicCache and drops
+finished rows from it. The static one (``static_cache=True``, the CUDA default) preallocates a
+StaticCache for the batch (rows padded to a power of two, length to a multiple of 256), keeps
+finished rows in it, and runs every decode step with the same shapes, so on CUDA the step is
+compiled once per (rows, length) with ``torch.compile(mode="reduce-overhead")`` (CUDA graphs):
+a 64-row step then costs about the GPU time of one forward, not a Python loop's kernel launches.
+Both give the same tokens and logprobs (tests/test_tiny_model.py compares them on CPU; the
+compiled CUDA path is measured by bench/gpu_step.py, which has not run on a GPU yet).
 """
 
 from __future__ import annotations
@@ -76,9 +85,11 @@ class TorchEngine:
         batch_window_ms: float = 5.0,
         max_context: int | None = None,
         num_threads: int | None = None,
+        static_cache: bool | None = None,
     ):
         """``num_threads``: intra-op threads of the generation thread (default: torch's
-        choice, or 1 for models under 50M parameters on CPU)."""
+        choice, or 1 for models under 50M parameters on CPU). ``static_cache``: decode with
+        a preallocated cache and fixed shapes (default: on CUDA, compiled)."""
         torch = _torch()
         self.num_threads = num_threads
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -120,6 +131,9 @@ class TorchEngine:
         # transformers 5.2x renamed past_key_values to cache; support both.
         params = inspect.signature(self.model.forward).parameters
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
+        self.static_cache = self.device.startswith("cuda") if static_cache is None else static_cache
+        self._static: dict[tuple[int, int], Any] = {}  # (rows, length) -> StaticCache, reused
+        self._decode: Any = None  # the compiled decode step (CUDA), made on first use
         self.weight_version = 0
         self.max_batch_size = max_batch_size
         self.batch_window_s = batch_window_ms / 1000
@@ -223,17 +237,32 @@ class TorchEngine:
         return rows
 
     def _run(self, batch: list[_Request]) -> list[list[Generation]]:
-        torch = _torch()
         self.batches += 1
         rows = self._rows(batch)
-        prompts = [r.request.prompt_ids for r in rows]
+        (self._decode_static if self.static_cache else self._decode_dynamic)(rows)
+        results: list[list[Generation]] = [[] for _ in batch]
+        index = {id(req): k for k, req in enumerate(batch)}
+        for r in rows:
+            results[index[id(r.request)]].append(
+                Generation(r.tokens, r.logprobs, r.finish, self.weight_version, r.stop_reason)  # type: ignore[arg-type]
+            )
+        return results
+
+    def _padded(self, prompts: list[list[int]]) -> tuple[Any, Any]:
+        """Left-padded ids and attention mask [B, width]: every row ends at the same column."""
+        torch = _torch()
         width = max(map(len, prompts))
-        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
-        attn = torch.zeros((len(rows), width), dtype=torch.long)
-        for i, p in enumerate(prompts):  # left padding: every row ends at the same column
+        ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        attn = torch.zeros((len(prompts), width), dtype=torch.long)
+        for i, p in enumerate(prompts):
             ids[i, width - len(p):] = torch.tensor(p)
             attn[i, width - len(p):] = 1
-        ids, attn = ids.to(self.device), attn.to(self.device)
+        return ids.to(self.device), attn.to(self.device)
+
+    def _decode_dynamic(self, rows: list[_Row]) -> None:
+        torch = _torch()
+        prompts = [r.request.prompt_ids for r in rows]
+        ids, attn = self._padded(prompts)
         pos = (attn.cumsum(-1) - 1).clamp(min=0)
         with torch.inference_mode():
             cache, logits = self._forward(ids, attn, pos, None)  # logits: [B, V]
@@ -251,13 +280,55 @@ class TorchEngine:
                 attn = torch.cat([attn, attn.new_ones((len(active), 1))], dim=1)
                 pos = pos[:, -1:] + 1
                 cache, logits = self._forward(next_ids[:, None], attn, pos, cache)
-        results: list[list[Generation]] = [[] for _ in batch]
-        index = {id(req): k for k, req in enumerate(batch)}
-        for r in rows:
-            results[index[id(r.request)]].append(
-                Generation(r.tokens, r.logprobs, r.finish, self.weight_version, r.stop_reason)  # type: ignore[arg-type]
-            )
-        return results
+
+    def _decode_static(self, rows: list[_Row]) -> None:
+        torch = _torch()
+        size = 1 << (len(rows) - 1).bit_length()  # a power of two: few shapes, few graphs
+        prompts = [r.request.prompt_ids for r in rows] + [[self.pad_id]] * (size - len(rows))
+        ids, attn = self._padded(prompts)
+        width = ids.shape[1]
+        length = -(-(width + max(r.limit for r in rows)) // 256) * 256
+        full = torch.ones((size, length), dtype=torch.long, device=ids.device)  # generated positions: 1
+        full[:, :width] = attn
+        pos = (attn.cumsum(-1) - 1).clamp(min=0)
+        with torch.inference_mode():  # the cache's tensors are inference tensors: reset them in here
+            cache = self._static_cache(size, length)
+            # the cache counts the positions it has filled itself (transformers 5.2x: no cache_position)
+            logits = self._step(ids, full, pos, cache, compiled=False)
+            pos = pos[:, -1:]
+            for _ in range(length - width):
+                live = [i for i, r in enumerate(rows) if not r.done]
+                index = torch.tensor(live, device=ids.device)
+                next_ids = torch.full((size,), self.pad_id, dtype=torch.long, device=ids.device)
+                next_ids[index] = self._sample_step([rows[i] for i in live], logits[index])
+                if all(r.done for r in rows):
+                    break
+                pos = pos + 1
+                logits = self._step(next_ids[:, None], full, pos, cache, compiled=True)
+
+    def _static_cache(self, size: int, length: int) -> Any:
+        from transformers import StaticCache
+
+        cache = self._static.pop((size, length), None)
+        if cache is None:
+            cache = StaticCache(config=self.model.config, max_cache_len=length)
+        else:
+            cache.reset()
+        self._static[(size, length)] = cache  # the newest last; memory for the four newest shapes
+        while len(self._static) > 4:
+            self._static.pop(next(iter(self._static)))
+        return cache
+
+    def _step(self, ids: Any, mask: Any, pos: Any, cache: Any, compiled: bool) -> Any:
+        """Last-position logits [B, V] of one forward into the static cache."""
+        forward = self.model.forward
+        if compiled and self.device.startswith("cuda"):
+            if self._decode is None:
+                self._decode = _torch().compile(self.model.forward, mode="reduce-overhead", fullgraph=False)
+            forward = self._decode
+        out = forward(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1,
+                      **{self._cache_kw: cache})
+        return out.logits[:, -1, :].float()
 
     def _forward(self, ids: Any, attn: Any, pos: Any, cache: Any) -> tuple[Any, Any]:
         """One forward pass with the KV cache; returns (cache, last-position logits [B, V])."""

@@ -10,10 +10,19 @@ Two ways to forward, chosen by whether a tokenizer is given:
   ``/v1/chat/completions`` as they are (or through LiteLLM for a hosted provider, with
   ``provider="litellm"``). Token ids are recorded when the upstream returns them (vLLM does
   when asked); otherwise steps have none and are usable for evaluation and SFT only.
+
+Training against your own vLLM server (``engine: openai``), ``weight_sync="disk"`` pushes new
+weights as vLLM's RL routes allow a server on any GPU of the machine: the weights are written
+as safetensors to ``weights_dir``, then ``POST /pause?mode=wait`` (in-flight requests
+finish), ``POST /collective_rpc`` with ``reload_weights(weights_path=...)`` on every worker,
+``POST /reset_prefix_cache`` and ``POST /resume``. Those routes exist when the server runs with
+``VLLM_SERVER_DEV_MODE=1`` (docs/gpu.md has the command).
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from tracerl.core.errors import ConfigError, MissingDependencyError, UpstreamError
@@ -34,6 +43,8 @@ class UpstreamEngine:
         max_context: int = 32768,
         timeout_s: float = 600.0,
         request_token_ids: bool = True,
+        weight_sync: str = "none",
+        weights_dir: str | None = None,
     ):
         import httpx
 
@@ -54,6 +65,12 @@ class UpstreamEngine:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout_s)
         self._api_key = api_key
+        if weight_sync not in ("disk", "none"):
+            raise ConfigError(f"weight_sync must be 'disk' or 'none', got {weight_sync!r}")
+        if weight_sync == "disk" and not weights_dir:
+            raise ConfigError("weight_sync='disk' needs weights_dir: a folder the server can read")
+        self.weight_sync, self.weights_dir = weight_sync, weights_dir
+        self._headers, self._timeout_s = headers, timeout_s
 
     @property
     def tokenizer(self) -> Any:
@@ -125,7 +142,35 @@ class UpstreamEngine:
         return response.model_dump()
 
     def update_weights(self, state_dict: dict[str, Any], version: int) -> None:
-        raise ConfigError("an upstream engine serves a remote model; push weights to that server instead")
+        """Push new weights to the server (``weight_sync="disk"``); later generations carry
+        ``version``. With ``"none"`` the server keeps its weights and the version stays."""
+        if self.weight_sync == "none":
+            return
+        import httpx
+        from safetensors.torch import save_file
+
+        folder = Path(str(self.weights_dir))
+        folder.mkdir(parents=True, exist_ok=True)
+        seen: set[int] = set()
+        unique = {}
+        for name, tensor in state_dict.items():  # tied weights once: safetensors refuses shared memory
+            if tensor.data_ptr() not in seen:
+                seen.add(tensor.data_ptr())
+                unique[name] = tensor.detach().contiguous().cpu()
+        save_file(unique, str(folder / "model.safetensors.tmp"))
+        os.replace(folder / "model.safetensors.tmp", folder / "model.safetensors")
+        root = self.base_url.removesuffix("/v1")
+        with httpx.Client(base_url=root, headers=self._headers, timeout=self._timeout_s) as client:
+            for path, body in (("/pause?mode=wait", None),
+                               ("/collective_rpc", {"method": "reload_weights",
+                                                    "kwargs": {"weights_path": str(folder)}}),
+                               ("/reset_prefix_cache", None), ("/resume", None)):
+                response = client.post(path, json=body)
+                if response.status_code >= 400:
+                    hint = " (is the server running with VLLM_SERVER_DEV_MODE=1?)" if response.status_code == 404 else ""
+                    raise UpstreamError(response.status_code, f"weight sync: {root}{path} answered "
+                                        f"{response.status_code}: {response.text[:300]}{hint}")
+        self.weight_version = int(version)
 
     async def close(self) -> None:
         await self._client.aclose()

@@ -41,19 +41,22 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 def save(
     root: Path, step: int, model: Any, tokenizer: Any, optimizer: Any, scheduler: Any,
-    extra: dict[str, Any], keep: int = 2,
+    extra: dict[str, Any], keep: int = 2, *, state_dict: dict[str, Any] | None = None,
+    optimizer_state: dict[str, Any] | None = None,
 ) -> Path:
-    """Write ``root/step-{step}`` atomically and keep the newest ``keep`` checkpoints."""
+    """Write ``root/step-{step}`` atomically and keep the newest ``keep`` checkpoints.
+    ``state_dict`` and ``optimizer_state`` replace the model's and optimizer's own (a sharded
+    model's, gathered)."""
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step:06d}"
     tmp = root / f".tmp-step-{step:06d}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp, safe_serialization=True)
+    model.save_pretrained(tmp, safe_serialization=True, state_dict=state_dict)
     if tokenizer is not None:
         tokenizer.save_pretrained(tmp)
     state = {
         "step": step,
-        "optimizer": optimizer.state_dict(),
+        "optimizer": optimizer.state_dict() if optimizer_state is None else optimizer_state,
         "scheduler": scheduler.state_dict() if scheduler is not None else None,
         "rng": rng_state(),
         **extra,

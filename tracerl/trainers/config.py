@@ -100,11 +100,11 @@ class OptimConfig(_Config):
     schedule: Literal["constant", "cosine", "linear"] = Field("constant", description="after warmup")
     grad_clip: float | None = Field(1.0, gt=0, description="max global grad norm (None = off)")
     micro_batch_tokens: int = Field(8192, ge=64, description="token budget of one forward/backward")
-    micro_batch_logits: int = Field(
-        2**26, ge=2**16, description="and at most this many logits (tokens x vocabulary) per micro-batch: the "
-        "logits, their float32 copy and their gradient are each this size (2^26 floats = 256 MiB), so a real "
-        "vocabulary gets smaller micro-batches (SmolLM2's 49,152: 1,365 tokens; measured 3.7 GiB peak instead "
-        "of 12.8 at 8,192, and faster on CPU); raise it on a large GPU")
+    micro_batch_logits: int | None = Field(
+        None, ge=2**16, description="and at most this many logits (tokens x vocabulary) per micro-batch: the "
+        "logits, their float32 copy and their gradient are each this size, so a real vocabulary gets smaller "
+        "micro-batches. Default 2^26 on CPU (256 MiB of floats; SmolLM2's 49,152: 1,365 tokens; measured 3.7 "
+        "GiB peak instead of 12.8 at 8,192, and faster), 2^29 on GPUs (2 GiB; a 151,936 vocabulary: 3,533)")
     epochs: int = Field(1, ge=1, description="passes over each rollout batch (>1 = PPO-style reuse)")
 
 
@@ -115,6 +115,28 @@ class LoraSettings(_Config):
     alpha: float = Field(32, gt=0, description="scale numerator: the update is alpha / r * B @ A")
     dropout: float = Field(0.0, ge=0, lt=1)
     target_modules: list[str] | str = Field("all-linear", description="module names, or all-linear")
+
+
+class VLLMSettings(_Config):
+    """vLLM colocated on the trainer's GPU (``engine: vllm``)."""
+
+    gpu_memory_utilization: float = Field(0.3, gt=0, lt=1, description="share of GPU memory vLLM may take")
+    max_model_len: int | None = Field(None, ge=16, description="context length (default: the model's)")
+    sleep: bool = Field(True, description="free vLLM's GPU memory during each update (sleep mode); "
+                        "only when rollouts wait for the update (async_staleness 0)")
+    enforce_eager: bool = Field(False, description="no CUDA graphs (faster start, slower decoding)")
+
+
+class UpstreamSettings(_Config):
+    """An OpenAI-compatible server you run, that returns token ids and logprobs (``engine: openai``)."""
+
+    url: str | None = Field(None, description="its base URL, e.g. http://127.0.0.1:8000/v1")
+    model: str | None = Field(None, description="the model name it serves (default: the run's --model)")
+    api_key_env: str | None = Field(None, description="environment variable holding its API key")
+    weight_sync: Literal["disk", "none"] = Field(
+        "disk", description="disk: after each update the weights are written to the run folder and the server "
+        "reloads them (vLLM's /collective_rpc reload_weights, VLLM_SERVER_DEV_MODE=1); none: it serves fixed "
+        "weights (evaluation, collecting traces)")
 
 
 class TrainConfig(_Config):
@@ -151,6 +173,11 @@ class TrainConfig(_Config):
         None, description="serve rollouts from a child process (gateway + engine), so they and the update "
         "run on different cores without sharing the interpreter lock; None = when async_staleness > 0"
     )
+    engine: Literal["torch", "vllm", "openai"] = Field(
+        "torch", description="what serves rollouts: torch (TorchEngine, CPU or GPU), vllm (colocated on the "
+        "trainer's GPU, [gpu] extra) or openai (your own server, see upstream)")
+    vllm: VLLMSettings = Field(default_factory=VLLMSettings)
+    upstream: UpstreamSettings = Field(default_factory=UpstreamSettings)
     algo: Algo = Field(default_factory=GRPO, description="advantage estimator (by type)")
     algo_by_agent: dict[str, Algo] = Field(
         default_factory=dict, description="estimator per agent (trajectory) name, overriding algo"

@@ -36,18 +36,17 @@ from tracerl.core.rollout import RolloutFunction, RolloutSettings
 from tracerl.core.store import SpanStore
 from tracerl.core.types import Episode, Task, Trajectory
 
-from . import checkpoint, lora, precision
+from . import checkpoint, distributed, precision, serving
 from .batching import make_batch
 from .config import RFT, TrainConfig
 from .evaluate import evaluate, failed_episodes
 from .metrics import MetricsLogger, episode_metrics, memory_metrics
 from .model_path import resolve_model
-from .policy import load_policy
+from .policy import Policy, follow, load_policy
 from .producer import Producer
 from .progress import Progress
 from .rft import load_traces, make_rft_batch, select, sft_rows
 from .rollouts import load_agent, rollout_seed, run_rollouts, task_reward
-from .update import make_optimizer, policy_update, sft_update
 
 log = logging.getLogger(__name__)
 
@@ -76,23 +75,17 @@ class TrainingInterrupted(KeyboardInterrupt):
 
 @dataclass
 class _Run:
-    """What the loop holds for one run (built by :func:`_setup`)."""
+    """What the loop holds for one run (built by :func:`_inputs` and :func:`load_policy`)."""
 
     cfg: TrainConfig
     agent: RolloutFunction
     base: str  # the model training started from
-    model: Any
-    tokenizer: Any
-    ref_model: Any
-    optimizer: Any
-    scheduler: Any
     store: SpanStore
     tracing: Tracing
     train_tasks: list[Task]
     eval_tasks: list[Task]
+    policy: Policy = None  # type: ignore[assignment]  # set right after the inputs
     offline: list[Trajectory] = field(default_factory=list)  # from_traces: what passed the bar
-    start_step: int = 0
-    resumed_from: Path | None = None
     agent_spec: str = "module:fn"  # how to name the agent in a message (--agent ...)
     reward: Any = None  # the reward function grading what the agent returns (None: its own reward)
     failed_steps: int = 0  # consecutive steps whose every rollout failed
@@ -107,21 +100,31 @@ def train(cfg: TrainConfig, *, agent: RolloutFunction | None = None, tracing: Tr
     ``agent`` overrides ``cfg.agent``; ``tracing`` replaces the global tracer provider's
     (framework adapters record on the global one, so pass it only for adapter-free agents).
     """
-    run = _setup(cfg, agent, tracing)
-    progress = Progress(cfg, console, start=run.start_step)
+    group, device = distributed.init(cfg.device)
+    cfg, base, found, device = _prepare(cfg, device, group)
+    if not group.main:  # another rank of a multi-GPU run: a shard of the update, as rank 0 says
+        follow(load_policy(cfg, base, found, device, group))
+        return TrainResult(cfg.output, None, None)
+    run = _inputs(cfg, agent, tracing, base)
+    run.policy = policy = load_policy(cfg, base, found, device, group)
+    run.version = policy.version
+    if cfg.from_traces is not None:
+        run.offline = _offline_trajectories(cfg, policy.tokenizer)
+    progress = Progress(cfg, console, start=policy.step)
     logger = MetricsLogger(cfg.output, cfg)
-    result = TrainResult(cfg.output, None, None, start_step=run.start_step, resumed_from=run.resumed_from)
+    result = TrainResult(cfg.output, None, None, start_step=policy.step, resumed_from=policy.resumed_from)
     try:
-        with _serving(run) as (gateway_url, engine):
-            engine.update_weights(lora.merged_state_dict(run.model), run.version)  # resumed or adapted weights
+        with serving.serve(cfg, base, run.store) as (gateway_url, engine):
+            engine.update_weights(policy.weights(), run.version)  # resumed or adapted weights
             settings = cfg.rollout.model_copy(update={"gateway_url": gateway_url, "store": run.store.path})
-            if run.start_step == 0 and run.eval_tasks:
+            if policy.step == 0 and run.eval_tasks:
                 result.accuracy_before = _evaluate(run, settings, 0, logger, progress)
             elif run.eval_tasks:  # measured by the run this one continues
                 result.accuracy_before = _earlier_accuracy(cfg.output)
-            producer = Producer(lambda step: _rollouts(run, settings, step), run.start_step, cfg.steps,
+            producer = Producer(lambda step: _rollouts(run, settings, step), policy.step, cfg.steps,
                                 0 if cfg.from_traces else cfg.async_staleness)
             for step, episodes, rollout_s in _steps(run, producer):
+                serving.sleep(engine, cfg)  # a colocated vLLM frees the GPU for the update
                 metrics = _offline_step(run, step) if cfg.from_traces else _train_step(run, episodes, rollout_s)
                 _push_weights(run, engine)
                 producer.updated(step)
@@ -137,9 +140,10 @@ def train(cfg: TrainConfig, *, agent: RolloutFunction | None = None, tracing: Tr
             if run.eval_tasks:
                 result.accuracy_after = _evaluate(run, settings, cfg.steps, logger, progress)
     except KeyboardInterrupt as exc:
-        done = int(result.history[-1]["step"]) if result.history else run.start_step
+        done = int(result.history[-1]["step"]) if result.history else policy.step
         raise TrainingInterrupted(done, checkpoint.latest(cfg.output / "checkpoints")) from exc
     finally:
+        group.tell("stop")
         progress.close()
         logger.close()
         run.tracing.flush()
@@ -158,41 +162,15 @@ def _earlier_accuracy(output: Path) -> float | None:
     return found
 
 
-@contextlib.contextmanager
-def _serving(run: _Run) -> Iterator[tuple[str, Any]]:
-    """(gateway URL, engine handle with ``update_weights``): the gateway and TorchEngine in a
-    child process when ``engine_process`` says so (by default when rollouts overlap the
-    update), else in this one."""
-    cfg = run.cfg
-    child = cfg.engine_process if cfg.engine_process is not None else cfg.async_staleness > 0 and not cfg.from_traces
-    if child:
-        from tracerl.gateway.child import GatewayProcess
-
-        with GatewayProcess(run.base, run.store.path, model_name=cfg.rollout.model, device=cfg.device,
-                            dtype=precision.engine_dtype(cfg.precision), max_batch_size=64,
-                            log_path=cfg.output / "gateway.log") as proc:
-            yield proc.url, proc
-        return
-    from tracerl.engines.torch_engine import TorchEngine
-    from tracerl.gateway.server import GatewayServer
-
-    engine = TorchEngine(run.base, model_name=cfg.rollout.model, device=cfg.device,
-                         dtype=precision.engine_dtype(cfg.precision), max_batch_size=64)
-    try:
-        with GatewayServer(engine, run.store) as gateway:
-            yield gateway.url, engine
-    finally:
-        engine.shutdown()
-
-
-def _setup(cfg: TrainConfig, agent: RolloutFunction | None, tracing: Tracing | None) -> _Run:
+def _prepare(cfg: TrainConfig, device: str | None, group: distributed.Group
+             ) -> tuple[TrainConfig, str, Path | None, str]:
+    """Check the config, seed torch, record the run's config; returns it as run, the base
+    model, the checkpoint to resume from and the device. Every rank runs it."""
     if cfg.deterministic:
         # MKL picks kernels by memory alignment unless told not to; read when MKL first runs.
         os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
     import torch
     from transformers.utils import logging as hf_logging
-
-    from tracerl import tasks
 
     if cfg.rollout.temperature <= 0:
         raise ConfigError("rollout.temperature must be > 0 to train (greedy samples have no usable logprobs)")
@@ -202,32 +180,37 @@ def _setup(cfg: TrainConfig, agent: RolloutFunction | None, tracing: Tracing | N
     torch.manual_seed(cfg.seed)
     if cfg.deterministic:
         torch.use_deterministic_algorithms(True)
-    spec = tasks.from_data(cfg.data) if cfg.data is not None else tasks.get(cfg.task)
-    agent_spec = cfg.agent or (spec.default_agent if agent is None else "module:fn")
-    agent = agent or load_agent(agent_spec)
-    reward = task_reward(cfg.reward, cfg.reward_options, spec)
     base = resolve_model(cfg.model)
     if not cfg.resume and checkpoint.latest(cfg.output / "checkpoints") is not None:
         raise ConfigError(f"{cfg.output} holds a previous run's checkpoints; pass --resume to continue it, "
                           "or choose another --output (nothing there was changed)")
     found = checkpoint.latest(cfg.output / "checkpoints") if cfg.resume else None
-    device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    serving.check(cfg, device)
     cfg = cfg.model_copy(update={"precision": precision.resolve(cfg.precision, device)})  # recorded as run
-    cfg.output.mkdir(parents=True, exist_ok=True)
-    (cfg.output / "config.json").write_text(cfg.model_dump_json(indent=2))
-    if cfg.resume and found is None:
-        log.warning("--resume: no checkpoint in %s, starting from step 0", cfg.output)
-    policy = load_policy(cfg, base, found, device)
-    model, tokenizer, ref_model = policy.model, policy.tokenizer, policy.ref_model
-    optimizer, scheduler = make_optimizer(model, cfg, cfg.steps)
+    if group.main:
+        cfg.output.mkdir(parents=True, exist_ok=True)
+        (cfg.output / "config.json").write_text(cfg.model_dump_json(indent=2))
+        if cfg.resume and found is None:
+            log.warning("--resume: no checkpoint in %s, starting from step 0", cfg.output)
+    return cfg, base, found, device
+
+
+def _inputs(cfg: TrainConfig, agent: RolloutFunction | None, tracing: Tracing | None, base: str) -> _Run:
+    """What rank 0 runs rollouts with: the agent, its tasks and reward, the run's span store."""
+    from tracerl import tasks
+
+    spec = tasks.from_data(cfg.data) if cfg.data is not None else tasks.get(cfg.task)
+    agent_spec = cfg.agent or (spec.default_agent if agent is None else "module:fn")
+    agent = agent or load_agent(agent_spec)
+    reward = task_reward(cfg.reward, cfg.reward_options, spec)
     store = SpanStore(str(cfg.output / "traces.db"))
     # The run's sessions name its store, which claims their spans (every rollout's, the
     # adapters' included): none go to the app's shared store, and the run's holds nothing else.
     tracing = setup_tracing(use_store=False, tracer_provider=tracing.provider if tracing else None)
     tracing.store(store)
     run = _Run(
-        cfg=cfg, agent=agent, base=base, model=model, tokenizer=tokenizer, ref_model=ref_model,
-        optimizer=optimizer, scheduler=scheduler, store=store, tracing=tracing,
+        cfg=cfg, agent=agent, base=base, store=store, tracing=tracing,
         train_tasks=spec.tasks("train", cfg.steps * cfg.batch_size, seed=cfg.seed),
         eval_tasks=spec.tasks("test", cfg.eval_size, seed=0) if cfg.eval_size else [],
         agent_spec=agent_spec, reward=reward,
@@ -235,40 +218,27 @@ def _setup(cfg: TrainConfig, agent: RolloutFunction | None, tracing: Tracing | N
     if cfg.eval_size and not run.eval_tasks:
         log.warning("%s has no held-out tasks, so no accuracy is measured: pass --eval-data, --holdout or "
                     "--set data.split_column=COLUMN", spec.name)
-    if cfg.from_traces is not None:
-        assert isinstance(cfg.algo, RFT)
-        episodes = load_traces(Path(cfg.from_traces), tokenizer)
-        chosen = [traj for _, traj in select(episodes, cfg.algo, {r.value for r in cfg.exclude})]
-        if not chosen:
-            raise ConfigError(f"--from-traces {cfg.from_traces}: none of its {len(episodes)} episodes has a "
-                              f"trajectory with reward >= {cfg.algo.min_reward}; lower --set algo.min_reward")
-        random.Random(cfg.seed).shuffle(chosen)
-        run.offline = chosen
-        log.info("from traces: %d of %d episodes pass the bar", len(chosen), len(episodes))
-    if found is not None:
-        state = checkpoint.load_state(found)
-        optimizer.load_state_dict(state["optimizer"])
-        if state.get("scheduler") is not None:
-            scheduler.load_state_dict(state["scheduler"])
-        checkpoint.set_rng_state(state["rng"])
-        run.start_step, run.version = int(state["step"]), int(state["weight_version"])
-        run.resumed_from = found
-        log.info("resumed from %s (step %d)", found, run.start_step)
     return run
 
 
-def _updater(cfg: TrainConfig) -> tuple[Any, Any]:
-    """(make_batch, update) of the algorithm, chosen once."""
-    if isinstance(cfg.algo, RFT):
-        return make_rft_batch, sft_update
-    return make_batch, policy_update
+def _offline_trajectories(cfg: TrainConfig, tokenizer: Any) -> list[Trajectory]:
+    """from_traces: the recorded trajectories that pass the bar, in a seeded order."""
+    assert isinstance(cfg.algo, RFT)
+    episodes = load_traces(Path(str(cfg.from_traces)), tokenizer)
+    chosen = [traj for _, traj in select(episodes, cfg.algo, {r.value for r in cfg.exclude})]
+    if not chosen:
+        raise ConfigError(f"--from-traces {cfg.from_traces}: none of its {len(episodes)} episodes has a "
+                          f"trajectory with reward >= {cfg.algo.min_reward}; lower --set algo.min_reward")
+    random.Random(cfg.seed).shuffle(chosen)
+    log.info("from traces: %d of %d episodes pass the bar", len(chosen), len(episodes))
+    return chosen
 
 
 def _push_weights(run: _Run, engine: Any) -> None:
     # No copy needed: the engine copies the tensors into its own model (or a file) before
     # update_weights returns, and the update does not run meanwhile.
     run.version += 1
-    engine.update_weights(lora.merged_state_dict(run.model), run.version)
+    engine.update_weights(run.policy.weights(), run.version)
 
 
 def _offline_step(run: _Run, step: int) -> dict[str, float]:
@@ -276,14 +246,14 @@ def _offline_step(run: _Run, step: int) -> dict[str, float]:
     cfg, n = run.cfg, len(run.offline)
     chosen = [run.offline[(step * cfg.batch_size + i) % n] for i in range(min(cfg.batch_size, n))]
     t0 = time.perf_counter()
-    update = sft_update(run.model, run.optimizer, run.scheduler, sft_rows(chosen), cfg)
+    update = run.policy.update(sft_rows(chosen))
     return {**update, "time/update_s": time.perf_counter() - t0, "rft/offline_trajectories": float(n),
             "rft/step_trajectories": float(len(chosen)), "policy/weight_version": float(run.version + 1)}
 
 
 def _steps(run: _Run, producer: Producer) -> Iterator[tuple[int, list[Episode], float]]:
     if run.cfg.from_traces:  # no rollouts: the data is the recorded traces
-        yield from ((step, [], 0.0) for step in range(run.start_step, run.cfg.steps))
+        yield from ((step, [], 0.0) for step in range(run.policy.step, run.cfg.steps))
         return
     try:
         yield from producer
@@ -308,10 +278,8 @@ def _rollouts(run: _Run, settings: RolloutSettings, step: int) -> list[Episode]:
 def _train_step(run: _Run, episodes: list[Episode], rollout_s: float) -> dict[str, float]:
     cfg = run.cfg
     t1 = time.perf_counter()
-    build, update_fn = _updater(cfg)
-    batch = build(episodes, cfg)
-    update = update_fn(run.model, run.optimizer, run.scheduler, batch.rows, cfg,
-                       ref_model=run.ref_model, temperature=cfg.rollout.temperature)
+    batch = (make_rft_batch if isinstance(cfg.algo, RFT) else make_batch)(episodes, cfg)
+    update = run.policy.update(batch.rows)
     t2 = time.perf_counter()
     metrics = {**episode_metrics(episodes), **batch.metrics, **update}
     metrics["time/rollout_s"] = rollout_s
@@ -367,6 +335,5 @@ def _evaluate(run: _Run, settings: RolloutSettings, step: int, logger: MetricsLo
 
 def _save(run: _Run, step: int) -> Path:
     extra = {"weight_version": run.version, "data_position": step * run.cfg.batch_size}
-    return checkpoint.save(run.cfg.output / "checkpoints", step, run.model, run.tokenizer, run.optimizer,
-                           run.scheduler, extra, keep=run.cfg.keep_checkpoints)
+    return run.policy.save(run.cfg.output / "checkpoints", step, extra, run.cfg.keep_checkpoints)
 

@@ -15,6 +15,7 @@ import torch
 
 from .batching import Row, micro_batches
 from .config import TrainConfig
+from .distributed import SINGLE, Group
 from .losses import entropy, loss_normalizer, policy_loss, sft_loss, token_logprobs
 from .precision import Precision, autocast
 
@@ -41,8 +42,29 @@ def _pad(rows: Sequence[Row], device: Any) -> dict[str, torch.Tensor]:
 def token_budget(model: Any, cfg: TrainConfig) -> int:
     """Tokens per micro-batch: ``micro_batch_tokens``, fewer where the vocabulary is large."""
     vocab = int(getattr(model.config, "vocab_size", 0) or 0)
-    by_logits = cfg.optim.micro_batch_logits // vocab if vocab else cfg.optim.micro_batch_tokens
+    cap = cfg.optim.micro_batch_logits
+    if cap is None:  # GPUs have the memory for bigger micro-batches, and need them to be busy
+        cap = 2**29 if next(model.parameters()).device.type == "cuda" else 2**26
+    by_logits = cap // vocab if vocab else cfg.optim.micro_batch_tokens
     return max(64, min(cfg.optim.micro_batch_tokens, by_logits))
+
+
+def _local_batches(model: Any, rows: Sequence[Row], cfg: TrainConfig, group: Group, agg: str
+                   ) -> tuple[list[dict[str, torch.Tensor]], int, float, float]:
+    """(this rank's padded micro-batches, how many hold rows, the whole batch's loss
+    normaliser, its masked tokens). Under FSDP every rank runs as many micro-batches (each
+    forward is a collective), so a rank with fewer gets fillers: a row with mask 0, which adds
+    nothing to the loss or the gradient."""
+    device = next(model.parameters()).device
+    batches = [_pad(mb, device) for mb in micro_batches(group.share(rows), token_budget(model, cfg))]
+    real = len(batches)
+    for _ in range(group.max(real) - real):
+        filler = _pad([rows[0]], device)
+        filler["mask"].zero_()
+        filler["advantages"].zero_()
+        batches.append(filler)
+    norm = loss_normalizer(agg, [torch.tensor([r.mask], dtype=torch.float32) for r in rows])
+    return batches, real, norm, max(1.0, float(sum(sum(r.mask) for r in rows)))
 
 
 def _forward_logprobs(model: Any, mb: dict[str, torch.Tensor], temperature: float,
@@ -62,13 +84,13 @@ def policy_update(
     *,
     ref_model: Any = None,
     temperature: float = 1.0,
+    group: Group = SINGLE,
 ) -> dict[str, float]:
-    """``cfg.optim.epochs`` passes of one optimizer step each over ``rows``; returns metrics."""
+    """``cfg.optim.epochs`` passes of one optimizer step each over ``rows``; returns metrics.
+    Under FSDP (``group``) every rank is given all of ``rows`` and trains on its share."""
     if not rows:
         return {}
-    device = next(model.parameters()).device
-    batches = [_pad(mb, device) for mb in micro_batches(rows, token_budget(model, cfg))]
-    norm = loss_normalizer(cfg.loss.agg, [mb["mask"] for mb in batches])
+    batches, real, norm, masked = _local_batches(model, rows, cfg, group, cfg.loss.agg)
     model.train()
     with torch.no_grad():  # the policy that the ratio is taken against, and the reference
         for mb in batches:
@@ -76,11 +98,11 @@ def policy_update(
                 mb["old_logprobs"] = _forward_logprobs(model, mb, temperature, cfg.precision)[0]
             if ref_model is not None and cfg.loss.kl_beta > 0:
                 mb["ref_logprobs"] = _forward_logprobs(ref_model, mb, temperature, cfg.precision)[0]
-    masked = max(1.0, sum(float(b["mask"].sum()) for b in batches))  # token-mean metric weights
     sums: dict[str, float] = {}
     maxima: dict[str, float] = {}
+    grad_norm = 0.0
     for _epoch in range(cfg.optim.epochs):
-        for mb in batches:
+        for i, mb in enumerate(batches):
             logprobs, logits = _forward_logprobs(model, mb, temperature, cfg.precision)
             old = mb["old_logprobs"] if "old_logprobs" in mb else logprobs.detach()
             loss, metrics = policy_loss(
@@ -91,7 +113,9 @@ def policy_update(
                 tis_cap=cfg.loss.tis_cap, normalizer=norm,
             )
             loss.backward()
-            weight = float(mb["mask"].sum()) / masked
+            if i >= real:  # a filler: no tokens to report on
+                continue
+            weight = float(mb["mask"].sum()) / masked  # token-mean metrics, weighted by tokens
             metrics["stats/entropy"] = entropy(logits.detach(), mb["mask"])
             for key, value in metrics.items():
                 # the losses are already shares of the batch loss; maxima combine as maxima; the
@@ -101,26 +125,25 @@ def policy_update(
                     continue
                 share = key in ("loss/policy", "loss/total")
                 sums[key] = sums.get(key, 0.0) + (value if share else value * weight)
-        sums["stats/grad_norm"] = _step(model, optimizer, scheduler, cfg)
+        grad_norm += _step(model, optimizer, scheduler, cfg)  # the same on every rank
+    sums, maxima = group.combine(sums, maxima)
     epochs = cfg.optim.epochs
-    out = {**{k: v / epochs for k, v in sums.items()}, **maxima}
+    out = {**{k: v / epochs for k, v in sums.items()}, **maxima, "stats/grad_norm": grad_norm / epochs}
     out["update/sequences"] = float(len(rows))
     out["update/tokens"] = float(sum(len(r) for r in rows))
-    out["update/micro_batches"] = float(len(batches))
+    out["update/micro_batches"] = group.sum([float(real)])[0]
     out["optim/lr"] = optimizer.param_groups[0]["lr"]
     return out
 
 
 def sft_update(
     model: Any, optimizer: torch.optim.Optimizer, scheduler: Any, rows: Sequence[Row], cfg: TrainConfig,
-    *, ref_model: Any = None, temperature: float = 1.0,
+    *, ref_model: Any = None, temperature: float = 1.0, group: Group = SINGLE,
 ) -> dict[str, float]:
     """One optimizer step of the supervised loss (mean over all masked tokens of the batch)."""
     if not rows:
         return {}
-    device = next(model.parameters()).device
-    batches = [_pad(mb, device) for mb in micro_batches(rows, token_budget(model, cfg))]
-    norm = loss_normalizer("token_mean", [mb["mask"] for mb in batches])
+    batches, _real, norm, _masked = _local_batches(model, rows, cfg, group, "token_mean")
     model.train()
     total = 0.0
     for mb in batches:
@@ -128,6 +151,7 @@ def sft_update(
         loss, _metrics = sft_loss(logprobs, mb["mask"], normalizer=norm)
         loss.backward()
         total += float(loss.detach())
+    (total,) = group.sum([total])
     return {"loss/sft": total, "stats/grad_norm": _step(model, optimizer, scheduler, cfg),
             "update/sequences": float(len(rows)), "update/tokens": float(sum(len(r) for r in rows)),
             "update/micro_batches": float(len(batches)), "optim/lr": optimizer.param_groups[0]["lr"]}
@@ -135,7 +159,9 @@ def sft_update(
 
 def _step(model: Any, optimizer: torch.optim.Optimizer, scheduler: Any, cfg: TrainConfig) -> float:
     clip = cfg.optim.grad_clip if cfg.optim.grad_clip is not None else math.inf
-    norm = float(torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], clip))
+    total = torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], clip)
+    # under FSDP the norm is a DTensor over the shards: its full value is the whole model's
+    norm = float(total.full_tensor() if hasattr(total, "full_tensor") else total)
     if math.isfinite(norm):
         optimizer.step()
     # a non-finite gradient skips the step instead of poisoning the weights

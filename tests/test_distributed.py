@@ -1,0 +1,76 @@
+"""FSDP2 across processes (gloo on CPU): one update on two ranks equals the one-process update."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+HERE = Path(__file__).parent
+
+
+def _run(args: list[str], out: Path) -> dict:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    env.pop("WORLD_SIZE", None)
+    done = subprocess.run([sys.executable, *args, str(HERE / "distributed_update.py"), str(out)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return torch.load(out / "result.pt", weights_only=False)
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> tuple[dict, dict]:
+    one, two = tmp_path_factory.mktemp("one"), tmp_path_factory.mktemp("two")
+    return _run([], one), _run(["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"], two)
+
+
+def test_two_ranks_have_the_one_process_gradient(results):
+    single, sharded = results
+    assert (single["world"], sharded["world"]) == (1, 2)
+    initial = single["initial"]
+    for name, weight in single["sgd"]["weights"].items():
+        grad = initial[name] - weight  # SGD at lr 1: the change is minus the gradient
+        grad2 = initial[name] - sharded["sgd"]["weights"][name]
+        assert grad.abs().max() > 0 or name.endswith("bias"), name  # the update reached every weight
+        torch.testing.assert_close(grad2, grad, atol=1e-5, rtol=1e-4, msg=name)
+    assert sharded["sgd"]["metrics"]["stats/grad_norm"] == pytest.approx(single["sgd"]["metrics"]["stats/grad_norm"],
+                                                                         rel=1e-5)
+
+
+def test_two_ranks_make_the_one_process_adamw_step_and_report_its_metrics(results):
+    single, sharded = results
+    for name, weight in single["adamw"]["weights"].items():
+        # Adam divides by sqrt(v): a gradient near 0 turns float noise into up to ~lr of change
+        torch.testing.assert_close(sharded["adamw"]["weights"][name], weight, atol=2e-5, rtol=0, msg=name)
+    a, b = single["adamw"]["metrics"], sharded["adamw"]["metrics"]
+    assert set(a) == set(b)
+    for key in set(a) - {"update/micro_batches"}:  # each rank packs its own rows
+        assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-6), key
+
+
+def test_train_nproc_2_runs_under_torchrun_and_its_checkpoints_resume_in_one_process(tmp_path):
+    """The CLI's --nproc: rank 0 serves and trains, rank 1 holds a shard; the engine gets the
+    gathered weights each step (its logprobs match the trainer's), and a checkpoint written by
+    two ranks resumes in one process."""
+    import json
+
+    out = tmp_path / "run"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    env.pop("WORLD_SIZE", None)
+    common = ["-m", "tracerl", "train", "arithmetic", "--batch-size", "4", "--group-size", "4", "--eval-size", "0",
+              "--output", str(out), "--quiet"]
+    for extra in (["--steps", "2", "--nproc", "2"], ["--steps", "3", "--resume"]):
+        done = subprocess.run([sys.executable, *common, *extra], env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert done.stdout.count("checkpoint:") == 1, done.stdout  # rank 0 alone reports
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in records if "time/update_s" in r]
+    assert [r["step"] for r in steps] == [1, 2, 3]
+    gaps = [r["stats/engine_logprob_gap_mean"] for r in steps if "stats/engine_logprob_gap_mean" in r]
+    assert gaps and max(gaps) < 1e-4  # the engine served the weights the trainer had
+    state = torch.load(out / "checkpoints" / "step-000003" / "trainer_state.pt", weights_only=False)
+    assert state["step"] == 3 and state["weight_version"] == 3
