@@ -34,8 +34,9 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check tracerl tests bench examples scripts
 	$(VENV)/bin/mypy
 
+# Two workers, a test file each at a time (module fixtures stay in one process).
 test: $(STAMP) lint
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n 2 --dist loadfile
 
 bench: $(STAMP)
 	$(PY) bench/import_time.py

@@ -53,3 +53,25 @@ def tracing(tmp_path):
     yield state
     provider.shutdown()
 
+
+
+@pytest.fixture(scope="session")
+def short_run(tmp_path_factory):
+    """A real three-step run of the bundled model whose rollouts end in every common way (see
+    rollout_agents.diagnose_agent): the folder the dashboard, diagnose and report tests read."""
+    from pathlib import Path
+
+    from tracerl.trainers.config import TrainConfig
+    from tracerl.trainers.loop import train
+    from tracerl.trainers.rollouts import load_agent
+
+    out = tmp_path_factory.mktemp("short-run") / "run"
+    cfg = TrainConfig.model_validate({
+        "output": out, "steps": 3, "batch_size": 4, "group_size": 4, "eval_size": 8, "eval_every": 0,
+        "progress": False, "tensorboard": False, "reward": "regex",
+        "reward_options": {"pattern": r"answer is (-?\d+)"}, "rollout": {"max_tokens": 12, "timeout_s": 60},
+    })
+    # the global tracer provider, as a real run has it: the agent's own spans (its failing tool)
+    # are recorded with the gateway's
+    train(cfg, agent=load_agent(f"{Path(__file__).parent / 'rollout_agents.py'}:diagnose_agent"))
+    return out

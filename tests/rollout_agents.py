@@ -43,3 +43,24 @@ def flaky_agent(task: tracerl.Task, config: tracerl.RolloutContext) -> dict:
     if bucket == 1:
         time.sleep(5)
     return {"reward": float(len(text) % 2 == 0)}
+
+
+@tracerl.rollout
+def diagnose_agent(task: tracerl.Task, config: tracerl.RolloutContext) -> str:
+    """For the dashboard and diagnose tests: one rollout in ten raises, one answers with no
+    number in it (a format failure under the regex reward), one has a failing tool (an ERROR
+    span of the GenAI convention's execute_tool), the rest return the model's reply."""
+    from opentelemetry import trace
+
+    bucket = _bucket(config.sampling.get("seed"), task)
+    if bucket == 0:
+        raise RuntimeError("the agent fell over")
+    text = _ask(task, config)
+    if bucket == 1:
+        return "I would rather not say."
+    if bucket == 2:
+        tracer = trace.get_tracer("tests.rollout_agents")
+        with tracer.start_as_current_span("execute_tool calculator",
+                                          attributes={"gen_ai.operation.name": "execute_tool"}) as span:
+            span.set_status(trace.Status(trace.StatusCode.ERROR, "ZeroDivisionError: division by zero"))
+    return text

@@ -13,6 +13,13 @@ from tracerl.testing import ScriptedServer, calculator_script
 langgraph = pytest.importorskip("langgraph.graph")
 
 
+@pytest.fixture(autouse=True)
+def _no_earlier_instrumentation():
+    """Start uninstrumented: a test file run before this one in the same process (an example
+    app instruments at import) leaves the adapter on, with its own tracer provider."""
+    tracerl.uninstrument("all")
+
+
 class State(TypedDict, total=False):
     question: str
     answer: str

@@ -35,8 +35,21 @@ def task(answer: Any = None, **data: Any) -> Task:
 
 def score(name: str, answer: Any, text: Any, *, data: dict[str, Any] | None = None, **options: Any) -> float:
     out = GRADERS[name](**options)(task(answer, **(data or {})), {"answer": text})
-    assert set(out) == {"reward", "is_correct"} and out["is_correct"] == (out["reward"] == 1.0)
+    assert set(out) - {"answer_found"} == {"reward", "is_correct"} and out["is_correct"] == (out["reward"] == 1.0)
+    assert out.get("answer_found", 1.0) == 1.0 or out["reward"] == 0.0  # no answer found is never right
     return out["reward"]
+
+
+@pytest.mark.parametrize(("name", "options", "reply", "found"), [
+    ("numeric", {}, "12", 1.0), ("numeric", {}, "twelve or so", 0.0),
+    ("regex", {"pattern": r"Answer: (\d+)"}, "Answer: 13", 1.0), ("regex", {"pattern": r"Answer: (\d+)"}, "13", 0.0),
+    ("json", {"path": "x"}, '{"x": 13}', 1.0), ("json", {"path": "x"}, "{not json", 0.0),
+    ("json", {"path": "x"}, '{"y": 12}', 0.0),
+])
+def test_graders_that_read_an_answer_say_whether_they_found_one(name, options, reply, found):
+    """``answer_found`` tells a reply with no answer in it (a format failure) from a wrong one."""
+    out = GRADERS[name](**options)(task(12), {"answer": reply})
+    assert out["answer_found"] == found
 
 
 # ---------------------------------------------------------------------------- shared behaviour
@@ -363,7 +376,7 @@ def test_an_unreachable_judge_is_a_grading_error():
 def test_resolve_builtins_with_options():
     assert set(GRADERS) == {"exact", "numeric", "math", "regex", "contains", "json", "code", "judge"}
     fn = resolve_reward("regex", pattern=r"= (\d+)$")
-    assert fn(task(3), {"answer": "x = 3"}) == {"reward": 1.0, "is_correct": True}
+    assert fn(task(3), {"answer": "x = 3"}) == {"reward": 1.0, "is_correct": True, "answer_found": 1.0}
     with pytest.raises(ConfigError, match=r"reward 'exact' has no option 'pattern'; its options: field, case_sensitive"):
         resolve_reward("exact", pattern="x")
     with pytest.raises(ConfigError, match=r"reward 'judge' needs the option\(s\) base_url, model; its options: "):

@@ -7,6 +7,7 @@ import sys
 import typer
 
 from tracerl.cli import init as init_cli
+from tracerl.cli import runs as runs_cli
 from tracerl.cli import serve, traces
 from tracerl.cli import train as train_cli
 
@@ -20,6 +21,7 @@ app = typer.Typer(
         "  tracerl eval --data tasks.jsonl --agent app.py:solve --reward math\n\n"
         "  tracerl train arithmetic        RL on a built-in task with the bundled tiny model\n\n"
         "  tracerl traces list             what your agents recorded\n\n"
+        "  tracerl dashboard runs/demo     watch a run learn; tracerl diagnose runs/demo: why rewards were zero\n\n"
         "  tracerl gateway serve           serve a policy with token-level recording"
     ),
     no_args_is_help=True,
@@ -32,6 +34,10 @@ app.add_typer(train_cli.tasks_app, name="tasks")
 app.add_typer(traces.app, name="traces")
 app.add_typer(serve.gateway_app, name="gateway")
 app.add_typer(serve.model_app, name="model")
+app.command("dashboard")(runs_cli.dashboard)
+app.command("diagnose")(runs_cli.diagnose)
+app.command("report")(runs_cli.report)
+app.add_typer(runs_cli.runs_app, name="runs")
 
 
 def main(argv: list[str] | None = None) -> int:

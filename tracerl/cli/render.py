@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.markup import escape
 from rich.tree import Tree
 
@@ -83,3 +85,21 @@ def span_tree(records: list[SpanRecord]) -> Tree:
 
     add(root, None, 0)
     return root
+
+
+def sequences(ep: Episode, tokenizer: Any) -> Tree:
+    """Each trajectory's training sequences, token by token: model tokens (mask 1) bold blue,
+    inserted ones (prompt, tool results, template) dim; a prefix break starts a new sequence."""
+    from rich.text import Text
+
+    tree = Tree("[bold]training sequences[/] (model tokens [bold blue]blue[/], inserted [dim]dim[/])")
+    decode = tokenizer.decode
+    for traj in ep.trajectories:
+        branch = tree.add(f"[bold]{escape(traj.name)}[/]: {len(traj.sequences)} sequence(s)")
+        for i, seq in enumerate(traj.sequences):
+            text = Text()
+            for token, mask in zip(seq.token_ids, seq.mask):
+                text.append(decode([token]), style="bold blue" if mask else "dim")
+            label = f"sequence {i}: {len(seq)} tokens, {sum(seq.mask)} masked in" + (" (after a prefix break)" if i else "")
+            branch.add(label).add(text)
+    return tree

@@ -50,14 +50,18 @@ def _when(ns: int) -> str:
 
 @app.command("list")
 def list_(db: DbOption = None, since: SinceOption = None, limit: int = typer.Option(20, min=1)) -> None:
-    """List stored episodes, newest first."""
+    """List stored episodes, newest first: LLM calls (each once, however many spans recorded
+    it), reward and how each ended."""
+    from tracerl.core.convert import episode_from_spans
+
     with _open(db) as store:
         rows = store.sessions(since_ns=parse_since(since), limit=limit)
-        table = Table("spans", "llm calls", "started (UTC)", "duration")
+        table = Table("llm calls", "reward", "ending", "started (UTC)", "duration", "spans")
         table.add_column("episode", no_wrap=True)
         for r in rows:
-            table.add_row(str(r.spans), str(r.llm_calls), _when(r.start_ns),
-                          f"{max(0, r.end_ns - r.start_ns) / 1e9:.2f}s", r.session_id)
+            ep = episode_from_spans(store.spans(session_id=r.session_id), episode_id=r.session_id)
+            table.add_row(str(len(ep.steps)), "-" if ep.reward is None else f"{ep.reward:g}", ep.termination_reason.value,
+                          _when(r.start_ns), f"{max(0, r.end_ns - r.start_ns) / 1e9:.2f}s", str(r.spans), r.session_id)
         console.print(table if rows else f"no episodes in {store.path}")
 
 
@@ -66,19 +70,62 @@ def show(
     episode: Annotated[str, typer.Argument(help="episode (session) id, as `traces list` prints it")],
     db: DbOption = None,
     spans: bool = typer.Option(True, "--spans/--no-spans", help="also print the raw span tree"),
+    tokens: bool = typer.Option(False, "--tokens", help="print each training sequence, model tokens highlighted"),
+    model: Annotated[str | None, typer.Option(help="with --tokens: the tokenizer's model (default: bundled)")] = None,
 ) -> None:
     """Print one episode as a readable tree: trajectories, steps, rewards, and its spans."""
-    from tracerl.cli.render import episode_tree, span_tree
+    from tracerl.cli.render import episode_tree, sequences, span_tree
     from tracerl.core.convert import episode_from_spans
 
     with _open(db) as store:
         records = store.spans(session_id=episode)
         if not records:
             raise ConfigError(f"no spans for episode {episode!r} in {store.path}; see `tracerl traces list`")
-        console.print(episode_tree(episode_from_spans(records, episode_id=episode), traceback=True))
+        ep = episode_from_spans(records, episode_id=episode)
+        console.print(episode_tree(ep, traceback=True))
+        if tokens:
+            from transformers import AutoTokenizer
+
+            from tracerl.trainers.model_path import resolve_model
+
+            console.print(sequences(ep, AutoTokenizer.from_pretrained(resolve_model(model))))
         if spans:
             tree: Tree = span_tree(records)
             console.print(tree)
+
+
+@app.command()
+def prune(
+    before: Annotated[str | None, typer.Option("--before", help="episodes that ended over this long ago: 30m, 12h, 7d")] = None,
+    run: Annotated[Path | None, typer.Option("--run", help="a run folder: prune its traces.db")] = None,
+    db: DbOption = None,
+    yes: bool = typer.Option(False, "--yes", help="delete without asking (the count is printed first)"),
+) -> None:
+    """Delete whole episodes from a span store, in one transaction; says how many first."""
+    if before is None and run is None:
+        raise ConfigError("say what to prune: --before 7d (episodes older than that), or --run DIR (a run's traces)")
+    if run is not None and db is not None:
+        raise ConfigError("--run DIR prunes DIR/traces.db; pass --db or --run, not both")
+    path = run / "traces.db" if run is not None else db
+    if run is not None and not path.is_file():  # type: ignore[union-attr]
+        raise ConfigError(f"--run {run}: no traces.db there")
+    cutoff = parse_since(before)
+    with _open(path) as store:
+        episodes, spans = store.prune(before_ns=cutoff, dry_run=True)
+        what = f"{episodes} episodes ({spans} spans) in {store.path}" + (f" that ended over {before} ago" if before else "")
+        if not spans:
+            typer.echo(f"nothing to prune: 0 episodes in {store.path}" + (f" ended over {before} ago" if before else ""))
+            return
+        typer.echo(f"pruning {what}")
+        try:
+            go = yes or typer.confirm("delete them?", default=False)
+        except typer.Abort:  # no terminal to answer on
+            go = False
+        if not go:
+            typer.echo("nothing deleted (pass --yes to delete without asking)")
+            raise typer.Exit(1)
+        episodes, spans = store.prune(before_ns=cutoff)
+        typer.echo(f"deleted {episodes} episodes ({spans} spans)")
 
 
 @app.command("export")

@@ -79,6 +79,23 @@ class SessionSummary:
     end_ns: int
 
 
+def _open_read_only(path: str, busy_timeout_s: float) -> sqlite3.Connection:
+    if not Path(path).is_file():
+        raise StoreError(f"no span store at {path}")
+    from urllib.parse import quote
+
+    uri = f"file:{quote(str(Path(path).resolve()))}"
+    try:
+        # mode=ro reads a live WAL database (its -shm exists while a writer has it open);
+        # immutable=1 reads a closed one without creating a -shm beside it
+        mode = "mode=ro" if Path(path + "-shm").exists() else "immutable=1"
+        db = sqlite3.connect(f"{uri}?{mode}", uri=True, timeout=busy_timeout_s, check_same_thread=False)
+        db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read span store {path}: {exc} (is it a tracerl traces.db?)") from exc
+    return db
+
+
 class SpanStore:
     """A SQLite file of spans. Thread-safe; safe to share between processes by path.
 
@@ -86,9 +103,17 @@ class SpanStore:
     to the process (tests, benchmarks).
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, busy_timeout_s: float = 60.0):
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, busy_timeout_s: float = 60.0,
+                 read_only: bool = False):
+        """``read_only``: open an existing file without writing to it or beside it (the
+        dashboard's way: a run folder is never modified by looking at it)."""
         self.path = str(path) if path is not None else str(default_store_path())
         self._lock = threading.RLock()
+        self.read_only = read_only
+        self.duplicates = 0
+        if read_only:
+            self._db = _open_read_only(self.path, busy_timeout_s)
+            return
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self.duplicates = 0
@@ -141,6 +166,8 @@ class SpanStore:
 
     def add(self, records: Iterable[SpanRecord]) -> int:
         """Store spans in one transaction; return how many were new (duplicates are ignored)."""
+        if self.read_only:
+            raise StoreError(f"{self.path} was opened read-only")
         from .semconv import is_llm_span
 
         now = time.time_ns()
@@ -266,6 +293,36 @@ class SpanStore:
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         return [SessionSummary(*row) for row in self._query(sql, args)]
+
+    _EPISODE = "COALESCE(s.session_id, ts.session_id, 'trace:' || s.trace_id)"
+
+    def prune(self, *, before_ns: int | None = None, dry_run: bool = False) -> tuple[int, int]:
+        """Delete whole episodes whose last span ended before ``before_ns`` (every episode when
+        None), in one transaction; returns (episodes, spans) deleted, or that would be."""
+        if self.read_only and not dry_run:
+            raise StoreError(f"{self.path} was opened read-only")
+        chosen = (f"SELECT {self._EPISODE} AS sid FROM spans s LEFT JOIN trace_sessions ts ON ts.trace_id = s.trace_id "
+                  "GROUP BY sid" + (" HAVING MAX(s.end_ns) < ?" if before_ns is not None else ""))
+        args = [before_ns] if before_ns is not None else []
+        doomed = (f"SELECT s.rowid FROM spans s LEFT JOIN trace_sessions ts ON ts.trace_id = s.trace_id "
+                  f"WHERE {self._EPISODE} IN ({chosen})")
+        episodes = int(self._query(f"SELECT COUNT(*) FROM ({chosen})", args)[0][0])
+        spans = int(self._query(f"SELECT COUNT(*) FROM ({doomed})", args)[0][0])
+        if dry_run or not spans:
+            return episodes, spans
+
+        def delete() -> None:
+            with self._db:  # one transaction: all of it or nothing
+                self._db.execute("BEGIN IMMEDIATE")
+                self._db.execute(f"DELETE FROM spans WHERE rowid IN ({doomed})", args)
+                self._db.execute("DELETE FROM trace_sessions WHERE trace_id NOT IN (SELECT trace_id FROM spans)")
+
+        with self._lock:
+            try:
+                self._retry(delete)
+            except sqlite3.Error as exc:
+                raise StoreError(f"pruning {self.path!r} failed, nothing was deleted: {exc}") from exc
+        return episodes, spans
 
     def count(self) -> int:
         return int(self._query("SELECT COUNT(*) FROM spans")[0][0])

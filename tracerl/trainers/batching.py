@@ -58,16 +58,23 @@ def trajectory_reward(ep: Episode, traj: Trajectory) -> float:
     return float(ep.reward) if ep.reward is not None else 0.0
 
 
-def make_batch(episodes: Sequence[Episode], cfg: TrainConfig) -> Batch:
-    """Filter, group by (task, agent), compute advantages per agent's estimator, make rows."""
-    batch = Batch()
-    reasons = Counter(ep.termination_reason.value for ep in episodes)
-    for reason, count in reasons.items():
-        batch.metrics[f"episodes/{reason}"] = float(count)
+@dataclass
+class Scored:
+    """A trajectory the update would see, with the advantage of each of its steps; ``flat``:
+    its (task, agent) group's rewards were all equal (no gradient; dropped when configured)."""
+
+    episode: Episode
+    trajectory: Trajectory
+    advantages: list[float]
+    flat: bool
+
+
+def score(episodes: Sequence[Episode], cfg: TrainConfig) -> tuple[list[Scored], int]:
+    """The kept episodes' trajectories with their advantages, per agent's estimator, grouped
+    by (task, agent); and the number of groups. What :func:`make_batch` trains on, and what
+    the dashboard shows."""
     excluded = {r.value for r in cfg.exclude}
     kept = [ep for ep in episodes if ep.termination_reason.value not in excluded]
-    batch.metrics["episodes/excluded"] = float(len(episodes) - len(kept))
-
     # (agent) -> list of (episode, trajectory, group key)
     by_agent: dict[str, list[tuple[Episode, Trajectory, tuple[str, str]]]] = {}
     for ep in kept:
@@ -75,8 +82,8 @@ def make_batch(episodes: Sequence[Episode], cfg: TrainConfig) -> Batch:
         for traj in ep.trajectories:
             if traj.sequences:
                 by_agent.setdefault(traj.name, []).append((ep, traj, (task_id, traj.name)))
-
-    groups_total = groups_dropped = 0
+    out: list[Scored] = []
+    groups = 0
     for agent, members in by_agent.items():
         algo = cfg.estimator_for(agent)
         keys = {key: i for i, key in enumerate(dict.fromkeys(m[2] for m in members))}
@@ -89,15 +96,31 @@ def make_batch(episodes: Sequence[Episode], cfg: TrainConfig) -> Batch:
         for g, ret in zip(group_of, returns):
             finals.setdefault(g, set()).add(round(ret[0], 9) if ret else 0.0)
         flat = {g for g, values in finals.items() if len(values) == 1}
-        groups_total += len(finals)
-        groups_dropped += len(flat) if cfg.drop_zero_variance else 0
+        groups += len(finals)
         advantages = step_advantages(returns, group_of, algo.type, **estimator_kwargs(algo))
-        for (_ep, traj, _key), g, adv in zip(members, group_of, advantages):
-            if cfg.drop_zero_variance and g in flat:
-                continue
-            batch.rows.extend(trajectory_rows(traj, adv))
+        out.extend(Scored(ep, traj, [float(a) for a in adv], g in flat)
+                   for (ep, traj, _key), g, adv in zip(members, group_of, advantages))
+    return out, groups
+
+
+def make_batch(episodes: Sequence[Episode], cfg: TrainConfig) -> Batch:
+    """Filter, group by (task, agent), compute advantages per agent's estimator, make rows."""
+    batch = Batch()
+    reasons = Counter(ep.termination_reason.value for ep in episodes)
+    for reason, count in reasons.items():
+        batch.metrics[f"episodes/{reason}"] = float(count)
+    excluded = {r.value for r in cfg.exclude}
+    batch.metrics["episodes/excluded"] = float(sum(ep.termination_reason.value in excluded for ep in episodes))
+    scored, groups_total = score(episodes, cfg)
+    dropped_groups = set()
+    for item in scored:
+        if cfg.drop_zero_variance and item.flat:
+            task_id = item.episode.task.id if item.episode.task is not None else item.episode.id
+            dropped_groups.add((task_id, item.trajectory.name))
+            continue
+        batch.rows.extend(trajectory_rows(item.trajectory, item.advantages))
     batch.metrics["groups/total"] = float(groups_total)
-    batch.metrics["groups/zero_variance_share"] = groups_dropped / groups_total if groups_total else 0.0
+    batch.metrics["groups/zero_variance_share"] = len(dropped_groups) / groups_total if groups_total else 0.0
     return batch
 
 

@@ -35,6 +35,7 @@ from tracerl.core.otel import Tracing, setup_tracing
 from tracerl.core.rollout import RolloutFunction, RolloutSettings
 from tracerl.core.store import SpanStore
 from tracerl.core.types import Episode, Task, Trajectory
+from tracerl.runs.folder import write_status
 
 from . import checkpoint, distributed, precision, serving
 from .batching import make_batch
@@ -113,6 +114,7 @@ def train(cfg: TrainConfig, *, agent: RolloutFunction | None = None, tracing: Tr
     progress = Progress(cfg, console, start=policy.step)
     logger = MetricsLogger(cfg.output, cfg)
     result = TrainResult(cfg.output, None, None, start_step=policy.step, resumed_from=policy.resumed_from)
+    write_status(cfg.output, "running")
     try:
         with serving.serve(cfg, base, run.store) as (gateway_url, engine):
             engine.update_weights(policy.weights(), run.version)  # resumed or adapted weights
@@ -140,13 +142,21 @@ def train(cfg: TrainConfig, *, agent: RolloutFunction | None = None, tracing: Tr
             if run.eval_tasks:
                 result.accuracy_after = _evaluate(run, settings, cfg.steps, logger, progress)
     except KeyboardInterrupt as exc:
+        write_status(cfg.output, "interrupted")
         done = int(result.history[-1]["step"]) if result.history else policy.step
         raise TrainingInterrupted(done, checkpoint.latest(cfg.output / "checkpoints")) from exc
+    except Exception as exc:
+        write_status(cfg.output, "failed", f"{type(exc).__name__}: {exc}"[:500])
+        raise
     finally:
         group.tell("stop")
         progress.close()
         logger.close()
         run.tracing.flush()
+        # the last connection closing folds the WAL into traces.db: a finished run is one file,
+        # which readers (the dashboard) open without touching anything beside it
+        run.store.close()
+    write_status(cfg.output, "finished")
     return result
 
 

@@ -77,8 +77,14 @@ def reference(task: Task) -> Any:
     return task.answer
 
 
-def verdict(ok: bool) -> Rewards:
-    return {"reward": 1.0 if ok else 0.0, "is_correct": bool(ok)}
+def verdict(ok: bool, found: bool | None = None) -> Rewards:
+    """The reward of a right or wrong answer; ``found``: whether an answer could be read from
+    the reply at all (``answer_found``, 0 or 1, which ``tracerl diagnose`` tells apart from a
+    wrong one), when the grader knows."""
+    out: Rewards = {"reward": 1.0 if ok else 0.0, "is_correct": bool(ok)}
+    if found is not None:
+        out["answer_found"] = 1.0 if found else 0.0
+    return out
 
 
 # ---------------------------------------------------------------------------- exact, numeric
@@ -130,7 +136,7 @@ def make_numeric(field: str = "answer", rel_tol: float = 1e-6, abs_tol: float = 
     def numeric(task: Task, artifacts: Any) -> Rewards:
         want = _numeric_reference(task)
         got = parse_number(answer_text(task, artifacts, field))
-        return verdict(got is not None and math.isclose(got, want, rel_tol=rel_tol, abs_tol=abs_tol))
+        return verdict(got is not None and math.isclose(got, want, rel_tol=rel_tol, abs_tol=abs_tol), got is not None)
     return numeric
 
 
@@ -164,7 +170,7 @@ def make_regex(pattern: str | None = None, field: str = "answer", flags: str = "
     def regex(task: Task, artifacts: Any) -> Rewards:
         want = str(reference(task)).strip()
         m = compiled.search(answer_text(task, artifacts, field))
-        return verdict(m is not None and (m.group(1) or "").strip() == want)
+        return verdict(m is not None and (m.group(1) or "").strip() == want, m is not None)
     return regex
 
 
@@ -249,9 +255,9 @@ def make_json(path: str | None = None, field: str = "answer", rel_tol: float = 1
         try:
             doc = json.loads(fences[-1] if fences else text)
         except ValueError:
-            return verdict(False)
+            return verdict(False, False)
         value = _select(doc, parts)
-        return verdict(value is not _MISSING and json_equal(value, ref, rel_tol, abs_tol))
+        return verdict(value is not _MISSING and json_equal(value, ref, rel_tol, abs_tol), value is not _MISSING)
     return json_reward
 
 
