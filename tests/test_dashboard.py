@@ -54,6 +54,20 @@ def test_episodes_filter_and_open_with_masks_advantages_and_spans(client):
     assert client.get("/api/runs/run/episodes/nope").status_code == 404
 
 
+def test_the_trainers_logprobs_next_to_the_samplers(client):
+    """Step 1's rollouts were sampled by version 0, the base model: recomputed in float32 they
+    are the sampler's own, token for token; a version whose checkpoint is pruned says so."""
+    rows = client.get("/api/runs/run/episodes?kind=train&step=1&termination=success").json()["rows"]
+    ep = client.get(f"/api/runs/run/episodes/{rows[0]['id']}").json()
+    got = client.get(f"/api/runs/run/episodes/{rows[0]['id']}/trainer").json()
+    assert got["version"] == 0
+    seq, mine = ep["trajectories"][0]["sequences"][0], got["trajectories"][0][0]
+    gaps = [abs(a - b) for a, b, m in zip(seq["logprobs"], mine, seq["mask"]) if m]
+    assert gaps and max(gaps) < 1e-3
+    later = client.get("/api/runs/run/episodes?kind=train&step=2&termination=success").json()["rows"][0]["id"]
+    assert "no checkpoint of weight version 1" in client.get(f"/api/runs/run/episodes/{later}/trainer").json()["error"]
+
+
 def test_groups_side_by_side_and_diagnosis(client):
     groups = client.get("/api/runs/run/groups?step=1").json()
     assert len(groups) == 4 and all(g["n"] == 4 for g in groups)  # failed rollouts count, as reward 0

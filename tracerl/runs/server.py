@@ -118,6 +118,13 @@ def create_app(runs: Runs, *, api_key: str | None = None) -> Any:
                 seq["tokens"] = [tok.decode([i]) for i in seq["token_ids"]] if tok is not None else None
         return found
 
+    @app.get("/api/runs/{name}/episodes/{episode_id}/trainer")
+    def trainer(name: str, episode_id: str) -> Any:
+        found = runs.get(name).trainer_logprobs(episode_id)
+        if found is None:
+            return JSONResponse({"error": f"no episode {episode_id!r} in run {name!r}"}, status_code=404)
+        return found
+
     @app.get("/api/runs/{name}/groups")
     def groups(name: str, step: int) -> Any:
         return runs.get(name).groups(step)

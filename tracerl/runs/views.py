@@ -7,6 +7,7 @@ one stat per poll, and a finished one is read once.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -121,6 +122,29 @@ class RunView:
             "spans": [_span(s) for s in spans],
         }
 
+    def trainer_logprobs(self, episode_id: str) -> dict[str, Any] | None:
+        """The episode's sequences scored by the weights that sampled them (the checkpoint of its
+        weight version, or the base model for version 0), next to the sampler's logprobs: where
+        they differ is what the importance weights correct (bf16 kernels, stale weights)."""
+        items = self.episodes()
+        i = self._index.get(episode_id)
+        if i is None:
+            return None
+        ep = items[i][0]
+        versions = {s.weight_version for s in ep.steps if s.weight_version is not None}
+        version = min(versions) if versions else 0
+        folder = self.path / "checkpoints" / f"step-{version:06d}"
+        source = str(folder) if version and folder.is_dir() else None
+        if version and source is None:
+            return {"version": version, "error": f"no checkpoint of weight version {version} is kept "
+                    "(keep_checkpoints); the trainer's logprobs cannot be recomputed"}
+        temperature = 0.0 if place(ep.id).kind == "eval" else float(
+            (self.run.config.get("rollout") or {}).get("temperature", 1.0))
+        scored = _score(source or self.run.config.get("model"), [[seq.token_ids for seq in t.sequences]
+                                                                  for t in ep.trajectories], temperature)
+        return {"version": version, "model": source or "the run's base model", "temperature": temperature,
+                "trajectories": scored}
+
     def groups(self, step: int) -> list[dict[str, Any]]:
         """The (task, agent) groups of a step's rollouts: rewards, solve rate, flat or not."""
         found: dict[tuple[int, str], list[tuple[Episode, float]]] = {}
@@ -181,6 +205,42 @@ class RunView:
         with self._lock:
             self._scores[step] = out
         return out
+
+
+def _score(model: str | None, trajectories: list[list[list[int]]], temperature: float) -> list[list[list[float | None]]]:
+    """logprob of each token (from the second on) under ``model`` at ``temperature``."""
+    import torch
+
+    from tracerl.trainers.losses import token_logprobs
+
+    policy = _policy(model)
+    out = []
+    for sequences in trajectories:
+        rows = []
+        for ids in sequences:
+            with torch.no_grad():
+                logits = policy(input_ids=torch.tensor([ids])).logits.float()
+            if temperature > 0:
+                lp = token_logprobs(logits[:, :-1], torch.tensor([ids[1:]]), temperature=temperature)[0]
+            else:
+                lp = token_logprobs(logits[:, :-1], torch.tensor([ids[1:]]))[0]
+            rows.append([None, *(float(x) for x in lp)])
+        out.append(rows)
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _policy(model: str | None) -> Any:
+    from transformers import AutoModelForCausalLM
+
+    from tracerl.trainers.model_path import resolve_model
+
+    path = resolve_model(model)
+    if (Path(path) / "adapter_config.json").is_file():  # a LoRA checkpoint: its base with the adapters merged
+        from peft import AutoPeftModelForCausalLM
+
+        return AutoPeftModelForCausalLM.from_pretrained(path).merge_and_unload().eval()
+    return AutoModelForCausalLM.from_pretrained(path).eval()
 
 
 def _trajectory(ep: Episode, traj: Trajectory, scored: tuple[list[float], bool] | None) -> dict[str, Any]:

@@ -66,6 +66,7 @@ function filterRows(rows, p) {
     && (!p.get("termination") || r.termination === p.get("termination"))
     && (!p.get("cause") || (r.diagnosis && r.diagnosis.code === p.get("cause")))
     && (!p.get("agent") || r.agents.includes(p.get("agent")))
+    && (!p.get("task") || (r.task || "").includes(p.get("task")))
     && (num("min_reward") === null || (r.reward || 0) >= num("min_reward"))
     && (num("max_reward") === null || (r.reward || 0) <= num("max_reward"))
     && (!p.get("q") || (r.id + " " + (r.task || "")).toLowerCase().includes(p.get("q").toLowerCase())));
@@ -241,7 +242,7 @@ async function openEpisode(id) {
   $("#detail-conversation").replaceChildren(...ep.trajectories.map((t) => el("div", {},
     el("h4", {}, `${t.name} · reward ${fmt(t.reward)}`), ...t.conversation.map(message))));
   $("#detail-tree").replaceChildren(callTree(ep.spans));
-  renderTokens();
+  await renderTokens();
 }
 
 function message(m) {
@@ -259,7 +260,11 @@ function callTree(spans) {
   return el("div", {class: "tree"}, build(null));
 }
 
-function tokenStyle(mode, mask, adv, lp) {
+function tokenStyle(mode, mask, adv, lp, gap) {
+  if (mode === "gap") {
+    if (!mask || gap === null || gap === undefined) return "color:#999";
+    return `background:rgba(142,68,173,${Math.min(0.85, 0.1 + Math.abs(gap) * 8).toFixed(2)})`;
+  }
   if (mode === "mask") return mask ? "background:#dbe8ff" : "background:#eeeeee;color:#777";
   if (mode === "advantage") {
     if (!mask || adv === null || adv === undefined) return "color:#999";
@@ -271,27 +276,48 @@ function tokenStyle(mode, mask, adv, lp) {
   return `background:rgba(199,125,0,${(0.75 * (1 - p)).toFixed(2)})`;
 }
 
-function renderTokens() {
+async function trainerLogprobs(ep) {
+  if (ep.trainer === undefined) {
+    ep.trainer = await api(`api/runs/${encodeURIComponent(state.focus)}/episodes/${encodeURIComponent(ep.id)}/trainer`)
+      .catch((e) => ({error: e.message}));
+  }
+  return ep.trainer;
+}
+
+async function renderTokens() {
   const ep = state.detail, mode = $("#colour").value;
   if (!ep) return;
+  let trainer = null, note = null;
+  if (mode === "gap") {
+    trainer = await trainerLogprobs(ep);
+    if (trainer.error) { note = trainer.error; trainer = null; }
+  }
+  const gaps = [];
   $("#legend").replaceChildren(...({mask: [["#dbe8ff", "model tokens (trained)"], ["#eeeeee", "inserted: prompt, tools, template"]],
     advantage: [["rgba(31,157,85,.6)", "positive advantage"], ["rgba(214,69,69,.6)", "negative"], ["#fff", "none: not trained"]],
-    logprob: [["rgba(199,125,0,.7)", "unlikely under the sampler"], ["#fff", "likely"]]}[mode]).map(([c, t]) => el("span", {style: `background:${c}`}, t)));
+    logprob: [["rgba(199,125,0,.7)", "unlikely under the sampler"], ["#fff", "likely"]],
+    gap: [["rgba(142,68,173,.7)", "sampler and trainer disagree"], ["#fff", "agree"]]}[mode]).map(([c, t]) => el("span", {style: `background:${c}`}, t)));
   const blocks = [];
   for (const t of ep.trajectories) {
     blocks.push(el("h4", {}, `${t.name}: ${t.sequences.length} sequence(s)${t.flat ? " · flat group: not trained" : t.trained ? "" : " · not trained"}`));
     t.sequences.forEach((s, i) => {
       if (i > 0) blocks.push(el("div", {class: "break"}, "prefix break: the next call's prompt did not extend this sequence, so a new one starts"));
       const seq = el("div", {class: "seq", "data-trajectory": t.name, "data-sequence": i, "data-masked": s.mask.reduce((a, b) => a + b, 0)});
+      const ti = ep.trajectories.indexOf(t), mine = trainer ? trainer.trajectories[ti][i] : null;
       s.token_ids.forEach((id, j) => {
         const adv = s.advantages ? s.advantages[j] : null, lp = s.logprobs ? s.logprobs[j] : null;
-        seq.append(el("span", {class: "tok", "data-mask": s.mask[j], style: tokenStyle(mode, s.mask[j], adv, lp),
-          title: `id ${id} · mask ${s.mask[j]}` + (adv !== null ? ` · advantage ${fmt(adv)}` : "") + (lp !== null && s.mask[j] ? ` · logprob ${fmt(lp)}` : "")},
+        const gap = mine && lp !== null && mine[j] !== null ? lp - mine[j] : null;
+        if (gap !== null && s.mask[j]) gaps.push(Math.abs(gap));
+        seq.append(el("span", {class: "tok", "data-mask": s.mask[j], style: tokenStyle(mode, s.mask[j], adv, lp, gap),
+          title: `id ${id} · mask ${s.mask[j]}` + (adv !== null ? ` · advantage ${fmt(adv)}` : "") + (lp !== null && s.mask[j] ? ` · logprob ${fmt(lp)}` : "")
+            + (gap !== null && s.mask[j] ? ` · sampler − trainer ${fmt(gap, 5)}` : "")},
           s.tokens ? s.tokens[j] : `[${id}]`));
       });
       blocks.push(seq);
     });
   }
+  if (mode === "gap") blocks.unshift(el("p", {class: "dim"}, note || `weights of version ${trainer.version} (${trainer.model}): mean |Δ| ${fmt(
+    gaps.reduce((a, b) => a + b, 0) / Math.max(1, gaps.length), 6)}, max ${fmt(Math.max(0, ...gaps), 6)} over ${gaps.length} model tokens`));
   $("#sequences").replaceChildren(...blocks);
 }
 
@@ -343,7 +369,7 @@ async function main() {
     document.querySelectorAll("aside .view").forEach((v) => v.classList.toggle("on", v.id === "detail-" + b.dataset.view));
   }));
   $("#detail-close").addEventListener("click", () => { $("#detail").hidden = true; });
-  $("#colour").addEventListener("change", renderTokens);
+  $("#colour").addEventListener("change", () => renderTokens().catch(showError));
   $("#group-step").addEventListener("change", () => renderGroups().catch(showError));
   if (REPORT) document.querySelector('#tabs [data-tab="groups"]').remove();
   fillFilters();
