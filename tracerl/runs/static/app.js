@@ -214,9 +214,11 @@ async function renderEpisodes() {
   const params = new URLSearchParams();
   for (const [k, v] of new FormData($("#filters"))) if (v !== "") params.set(k, v);
   const table = $("#episode-table");
+  const ticket = state.episodeTicket = (state.episodeTicket || 0) + 1;  // a slower, older answer must not win
   let found;
   try { found = await api(`api/runs/${encodeURIComponent(state.focus)}/episodes?${params}`); }
   catch (err) { table.replaceChildren(el("tr", {}, el("td", {class: "error"}, err.message))); return; }
+  if (ticket !== state.episodeTicket) return;
   $("#episode-count").textContent = `${found.total} episodes` + (found.total > found.rows.length ? ` (first ${found.rows.length})` : "");
   const head = el("tr", {}, ["episode", "kind", "step", "task", "reward", "ending", "why no reward", "agents", "calls", "tokens"].map((h) => el("th", {}, h)));
   table.replaceChildren(head, ...found.rows.map((r) => el("tr", {class: "click", "data-id": r.id, "data-termination": r.termination,
