@@ -73,7 +73,7 @@ def test_diagnose_a_real_run_prints_every_cause_it_had(short_run, capsys, monkey
     out = capsys.readouterr().out
     for label in ("agent exception", "tool error", "no answer extracted (format)"):
         assert label in out, out
-    assert "RuntimeError: the agent fell over" in out and "ZeroDivisionError" in out
+    assert "RuntimeError" in out and "ZeroDivisionError" in out  # what was raised, in the examples
     assert "48 training episodes" in out and "16 evaluation episodes" in out
     assert "excluded (error)" in out
 

@@ -54,7 +54,10 @@ def diagnose(run: Annotated[Path, typer.Argument(help="a run folder")],
     d = view.diagnosis()
     console.print(f"[bold]{view.path}[/]: {d['episodes']} training episodes, {d['unrewarded']} without reward "
                   f"({_pct(d['unrewarded'] / max(1, d['episodes']))}); {d['eval_episodes']} evaluation episodes")
-    table = Table("kind", "why the reward was zero", "episodes", "share", "examples")
+    table = Table("kind")
+    table.add_column("why the reward was zero", no_wrap=True)  # a cause reads whole, whatever the width
+    for name in ("episodes", "share", "examples"):
+        table.add_column(name)
     for c in d["causes"]:
         shown = [f"{x['id']}" + (f" ({x['detail']})" if x["detail"] else "") for x in c["examples"][:examples]]
         table.add_row(c["kind"], c["label"], str(c["episodes"]), _pct(c["episodes"] / max(1, d["unrewarded"])),

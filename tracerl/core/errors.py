@@ -2,6 +2,8 @@
 
     TracerlError
     ├── ConfigError            bad or missing settings (a path, a URL, an option, a model folder)
+    │   └── RunError           (tracerl.runs.folder) a folder that is not a run, or a run that
+    │                          cannot be read
     ├── MissingDependencyError an optional extra is not installed (message has the pip line);
     │                          also an ImportError
     ├── SpanDecodeError        an OTLP body or a JSON-lines record could not be decoded; also a ValueError

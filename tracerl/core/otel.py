@@ -87,6 +87,12 @@ class Tracing:
             found = self.stores[_key(path)] = SpanStore(path)
         return found
 
+    def release(self, store: SpanStore) -> None:
+        """Close ``store`` and forget it: a later run on the same path opens it afresh."""
+        if self.stores.get(_key(store.path)) is store:
+            del self.stores[_key(store.path)]
+        store.close()
+
     def claim(self, keys: Sequence[str], store: SpanStore | str) -> SpanStore:
         """Write the spans of these sessions / traces to ``store`` and to no shared store."""
         found = self.store(store)

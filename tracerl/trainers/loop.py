@@ -153,9 +153,10 @@ def train(cfg: TrainConfig, *, agent: RolloutFunction | None = None, tracing: Tr
         progress.close()
         logger.close()
         run.tracing.flush()
-        # the last connection closing folds the WAL into traces.db: a finished run is one file,
-        # which readers (the dashboard) open without touching anything beside it
-        run.store.close()
+    # the last connection closing folds the WAL into traces.db: a finished run is one file, which
+    # readers (the dashboard) open without touching anything beside it. Not after an interrupt:
+    # rollouts still in flight would write to a closed store.
+    run.tracing.release(run.store)
     write_status(cfg.output, "finished")
     return result
 
