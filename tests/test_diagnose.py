@@ -67,8 +67,7 @@ def test_a_run_is_counted_per_cause_per_step_with_groups_exclusions_and_prefix_b
     assert [c["code"] for c in d.as_dict()["causes"]] == [c for c in CAUSES if c in d.causes]
 
 
-def test_diagnose_a_real_run_prints_every_cause_it_had(short_run, capsys, monkeypatch):
-    monkeypatch.setenv("COLUMNS", "200")  # rich would wrap the table's cells at 80
+def test_diagnose_a_real_run_prints_every_cause_it_had(short_run, capsys):
     assert main(["diagnose", str(short_run)]) == 0
     out = capsys.readouterr().out
     for label in ("agent exception", "tool error", "no answer extracted (format)"):
@@ -82,3 +81,14 @@ def test_diagnose_a_folder_that_is_not_a_run_is_one_line(tmp_path, capsys):
     assert main(["diagnose", str(tmp_path)]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "is not a run folder" in err
+
+
+def test_the_synthetic_tasks_grade_says_whether_an_answer_was_there():
+    """What the example agents return, so diagnose tells a format failure from a wrong answer."""
+    from tracerl.tasks.synthetic import TASKS
+
+    spec = TASKS["calculator"]
+    task = spec.tasks("train", 1)[0]
+    assert spec.grade(task, f"The answer is {task.answer}.") == {"reward": 1.0, "is_correct": True, "answer_found": 1.0}
+    assert spec.grade(task, f"The answer is {task.answer + 1}.")["answer_found"] == 1.0
+    assert spec.grade(task, "Let me think about it") == {"reward": 0.0, "is_correct": False, "answer_found": 0.0}

@@ -56,13 +56,16 @@ def diagnose(run: Annotated[Path, typer.Argument(help="a run folder")],
                   f"({_pct(d['unrewarded'] / max(1, d['episodes']))}); {d['eval_episodes']} evaluation episodes")
     table = Table("kind")
     table.add_column("why the reward was zero", no_wrap=True)  # a cause reads whole, whatever the width
-    for name in ("episodes", "share", "examples"):
-        table.add_column(name)
+    for name in ("episodes", "share"):
+        table.add_column(name, justify="right")
     for c in d["causes"]:
-        shown = [f"{x['id']}" + (f" ({x['detail']})" if x["detail"] else "") for x in c["examples"][:examples]]
-        table.add_row(c["kind"], c["label"], str(c["episodes"]), _pct(c["episodes"] / max(1, d["unrewarded"])),
-                      "\n".join(shown))
+        table.add_row(c["kind"], c["label"], str(c["episodes"]), _pct(c["episodes"] / max(1, d["unrewarded"])))
     console.print(table if d["causes"] else "every training episode earned a reward")
+    if examples and d["causes"]:
+        console.print("[bold]examples[/] (tracerl traces show ID --db RUN/traces.db)")
+        for c in d["causes"]:
+            for x in c["examples"][:examples]:
+                console.print(f"  {c['label']}: {x['id']}" + (f"  {x['detail']}" if x["detail"] else ""), soft_wrap=True)
     console.print("[bold]why episodes did not train[/]")
     console.print(f"  {d['flat_episodes']} episodes in {d['flat_groups']} of {d['groups']} groups whose rewards were "
                   "all equal (dropped: no gradient)")

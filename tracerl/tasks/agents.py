@@ -17,7 +17,7 @@ from tracerl.core.clients import tls_context
 from tracerl.core.rollout import RolloutContext, rollout
 from tracerl.core.types import Task
 
-from .synthetic import CALCULATOR_TOOL, TASKS, calculator, extract_answer
+from .synthetic import CALCULATOR_TOOL, TASKS, calculator
 
 MAX_TOOL_CALLS = 2
 
@@ -80,8 +80,7 @@ def chat_loop(
             if feedback is None:
                 break
             messages.append({"role": "user", "content": feedback})
-    return {"reward": spec.reward(task, text, turns), "is_correct": spec.is_correct(task, text),
-            "answer_found": float(extract_answer(text) is not None)}  # a format failure, for diagnose
+    return spec.grade(task, text, turns)
 
 
 @rollout

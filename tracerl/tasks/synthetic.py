@@ -177,6 +177,7 @@ class SyntheticTask(Protocol):
     def tasks(self, split: Split, n: int, seed: int = 0) -> list[Task]: ...
     def messages(self, task: Task) -> list[dict[str, Any]]: ...
     def reward(self, task: Task, text: str | None, turns: int = 1) -> float: ...
+    def grade(self, task: Task, text: str | None, turns: int = 1) -> dict[str, Any]: ...
     def feedback(self, task: Task, text: str | None, turn: int) -> str | None: ...
 
 
@@ -219,6 +220,13 @@ class Arithmetic:
 
     def reward(self, task: Task, text: str | None, turns: int = 1) -> float:
         return 1.0 if self.is_correct(task, text) else 0.0
+
+    def grade(self, task: Task, text: str | None, turns: int = 1) -> dict[str, Any]:
+        """What an agent returns: the reward, whether the answer is right, and whether there
+        was an answer to read at all (``answer_found``: ``tracerl diagnose`` tells a format
+        failure from a wrong answer by it)."""
+        return {"reward": self.reward(task, text, turns), "is_correct": self.is_correct(task, text),
+                "answer_found": float(extract_answer(text) is not None)}
 
     def feedback(self, task: Task, text: str | None, turn: int) -> str | None:
         return None
