@@ -27,7 +27,7 @@ def solve(task: tracerl.Task, config: tracerl.RolloutContext) -> dict:
             break
         messages += [ToolMessage(calculator_result(c["args"]), tool_call_id=c["id"]) for c in reply.tool_calls]
     spec = problem(task)
-    return spec.grade(task, answer)  # reward, is_correct, answer_found
+    return spec.rewards(task, answer)  # reward, is_correct, answer_found
 
 
 if __name__ == "__main__":

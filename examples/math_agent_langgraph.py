@@ -51,7 +51,7 @@ def solve(task: tracerl.Task, config: tracerl.RolloutContext) -> dict:
     result = build(llm).invoke({"messages": problem(task).messages(task)})  # OpenAI-style dicts work as they are
     answer = result["messages"][-1].content
     spec = problem(task)
-    return spec.grade(task, answer)  # reward, is_correct, answer_found
+    return spec.rewards(task, answer)  # reward, is_correct, answer_found
 
 
 if __name__ == "__main__":

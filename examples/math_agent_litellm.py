@@ -28,7 +28,7 @@ def solve(task: tracerl.Task, config: tracerl.RolloutContext) -> dict:
         for tc in reply.tool_calls:
             messages.append({"role": "tool", "tool_call_id": tc.id, "content": calculator_result(tc.function.arguments)})
     spec = problem(task)
-    return spec.grade(task, answer)  # reward, is_correct, answer_found
+    return spec.rewards(task, answer)  # reward, is_correct, answer_found
 
 
 if __name__ == "__main__":

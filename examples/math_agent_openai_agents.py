@@ -39,7 +39,7 @@ async def solve(task: tracerl.Task, config: tracerl.RolloutContext) -> dict:
     except MaxTurnsExceeded:
         answer = None
     spec = problem(task)
-    return spec.grade(task, answer)  # reward, is_correct, answer_found
+    return spec.rewards(task, answer)  # reward, is_correct, answer_found
 
 
 if __name__ == "__main__":

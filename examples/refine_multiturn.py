@@ -31,7 +31,7 @@ def solve(task: tracerl.Task, config: tracerl.RolloutContext) -> dict:
         if feedback is None:
             break
         messages.append({"role": "user", "content": feedback})
-    return MULTITURN.grade(task, answer, turns=turn)
+    return MULTITURN.rewards(task, answer, turns=turn)
 
 
 if __name__ == "__main__":

@@ -83,12 +83,12 @@ def test_diagnose_a_folder_that_is_not_a_run_is_one_line(tmp_path, capsys):
     assert len(err.splitlines()) == 1 and "is not a run folder" in err
 
 
-def test_the_synthetic_tasks_grade_says_whether_an_answer_was_there():
+def test_the_synthetic_tasks_rewards_say_whether_an_answer_was_there():
     """What the example agents return, so diagnose tells a format failure from a wrong answer."""
     from tracerl.tasks.synthetic import TASKS
 
     spec = TASKS["calculator"]
     task = spec.tasks("train", 1)[0]
-    assert spec.grade(task, f"The answer is {task.answer}.") == {"reward": 1.0, "is_correct": True, "answer_found": 1.0}
-    assert spec.grade(task, f"The answer is {task.answer + 1}.")["answer_found"] == 1.0
-    assert spec.grade(task, "Let me think about it") == {"reward": 0.0, "is_correct": False, "answer_found": 0.0}
+    assert spec.rewards(task, f"The answer is {task.answer}.") == {"reward": 1.0, "is_correct": True, "answer_found": 1.0}
+    assert spec.rewards(task, f"The answer is {task.answer + 1}.")["answer_found"] == 1.0
+    assert spec.rewards(task, "Let me think about it") == {"reward": 0.0, "is_correct": False, "answer_found": 0.0}

@@ -80,7 +80,10 @@ def chat_loop(
             if feedback is None:
                 break
             messages.append({"role": "user", "content": feedback})
-    return spec.grade(task, text, turns)
+    rewards = getattr(spec, "rewards", None)  # a task spec of the user's may predate rewards()
+    if rewards is None:
+        return {"reward": spec.reward(task, text, turns), "is_correct": spec.is_correct(task, text)}
+    return rewards(task, text, turns)
 
 
 @rollout

@@ -73,6 +73,10 @@ class Benchmark:
     def reward(self, task: Task, text: str | None, turns: int = 1) -> float:
         return 1.0 if self.is_correct(task, text) else 0.0
 
+    def rewards(self, task: Task, text: str | None, turns: int = 1) -> dict[str, Any]:
+        """What the built-in agent returns: the reward and whether the answer is right."""
+        return {"reward": self.reward(task, text, turns), "is_correct": self.is_correct(task, text)}
+
     def feedback(self, task: Task, text: str | None, turn: int) -> str | None:
         return None
 
