@@ -79,6 +79,12 @@ class SessionSummary:
     end_ns: int
 
 
+# The episode a span belongs to: its session, else its trace's session, else its trace alone
+# (``s`` the spans table, ``ts`` trace_sessions LEFT JOINed on the trace id).
+_EPISODE = "COALESCE(s.session_id, ts.session_id, 'trace:' || s.trace_id)"
+_JOIN = "FROM spans s LEFT JOIN trace_sessions ts ON ts.trace_id = s.trace_id"
+
+
 def _open_read_only(path: str, busy_timeout_s: float) -> sqlite3.Connection:
     if not Path(path).is_file():
         raise StoreError(f"no span store at {path}")
@@ -275,11 +281,7 @@ class SpanStore:
         self, *, since_ns: int | None = None, until_ns: int | None = None, limit: int | None = None
     ) -> list[SessionSummary]:
         """One summary per episode (session, or session-less trace), newest first."""
-        sql = """
-            SELECT COALESCE(s.session_id, ts.session_id, 'trace:' || s.trace_id) AS sid,
-                   COUNT(*), SUM(s.is_llm), MIN(s.start_ns), MAX(s.end_ns)
-            FROM spans s LEFT JOIN trace_sessions ts ON ts.trace_id = s.trace_id
-            GROUP BY sid"""
+        sql = f"SELECT {_EPISODE} AS sid, COUNT(*), SUM(s.is_llm), MIN(s.start_ns), MAX(s.end_ns) {_JOIN} GROUP BY sid"
         having, args = [], []
         if since_ns is not None:
             having.append("MIN(s.start_ns) >= ?")
@@ -294,18 +296,15 @@ class SpanStore:
             sql += f" LIMIT {int(limit)}"
         return [SessionSummary(*row) for row in self._query(sql, args)]
 
-    _EPISODE = "COALESCE(s.session_id, ts.session_id, 'trace:' || s.trace_id)"
-
     def prune(self, *, before_ns: int | None = None, dry_run: bool = False) -> tuple[int, int]:
         """Delete whole episodes whose last span ended before ``before_ns`` (every episode when
         None), in one transaction; returns (episodes, spans) deleted, or that would be."""
         if self.read_only and not dry_run:
             raise StoreError(f"{self.path} was opened read-only")
-        chosen = (f"SELECT {self._EPISODE} AS sid FROM spans s LEFT JOIN trace_sessions ts ON ts.trace_id = s.trace_id "
-                  "GROUP BY sid" + (" HAVING MAX(s.end_ns) < ?" if before_ns is not None else ""))
+        chosen = f"SELECT {_EPISODE} AS sid {_JOIN} GROUP BY sid" + (
+            " HAVING MAX(s.end_ns) < ?" if before_ns is not None else "")
         args = [before_ns] if before_ns is not None else []
-        doomed = (f"SELECT s.rowid FROM spans s LEFT JOIN trace_sessions ts ON ts.trace_id = s.trace_id "
-                  f"WHERE {self._EPISODE} IN ({chosen})")
+        doomed = f"SELECT s.rowid {_JOIN} WHERE {_EPISODE} IN ({chosen})"
         episodes = int(self._query(f"SELECT COUNT(*) FROM ({chosen})", args)[0][0])
         spans = int(self._query(f"SELECT COUNT(*) FROM ({doomed})", args)[0][0])
         if dry_run or not spans:
@@ -323,6 +322,14 @@ class SpanStore:
             except sqlite3.Error as exc:
                 raise StoreError(f"pruning {self.path!r} failed, nothing was deleted: {exc}") from exc
         return episodes, spans
+
+    def spans_by_session(self) -> dict[str, list[SpanRecord]]:
+        """Every span, by episode as :meth:`sessions` names them, in start order: one pass over
+        the table (a run holds thousands of episodes; a query each would be slower)."""
+        out: dict[str, list[SpanRecord]] = {}
+        for sid, record in self._query(f"SELECT {_EPISODE}, s.record {_JOIN} ORDER BY s.start_ns, s.span_id"):
+            out.setdefault(sid, []).append(SpanRecord.from_dict(json.loads(record)))
+        return out
 
     def count(self) -> int:
         return int(self._query("SELECT COUNT(*) FROM spans")[0][0])

@@ -64,6 +64,9 @@ class Cause:
     def kind(self) -> str:
         return CAUSES[self.code][1]
 
+    def as_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "label": self.label, "kind": self.kind, "detail": self.detail}
+
 
 def rewarded(ep: Episode) -> bool:
     return ep.reward is not None and ep.reward > 0

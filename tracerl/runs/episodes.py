@@ -10,7 +10,6 @@ after N updates is step N. Episodes from elsewhere (an app's traces imported) ha
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,20 +43,9 @@ def place(episode_id: str) -> Place:
     return Place("other")
 
 
-def spans_by_episode(store: SpanStore) -> dict[str, list[SpanRecord]]:
-    """Every span of the store, by episode (a span without a session follows its trace)."""
-    rows = store._query(  # one pass over the table: a run holds thousands of episodes
-        "SELECT COALESCE(s.session_id, ts.session_id, 'trace:' || s.trace_id), s.record FROM spans s "
-        "LEFT JOIN trace_sessions ts ON ts.trace_id = s.trace_id ORDER BY s.start_ns, s.span_id")
-    out: dict[str, list[SpanRecord]] = {}
-    for sid, record in rows:
-        out.setdefault(sid, []).append(SpanStore._records([(record,)])[0])
-    return out
-
-
 def load_episodes(store: SpanStore) -> list[tuple[Episode, list[SpanRecord]]]:
     """Every episode of the store with its spans, oldest first."""
-    return [(episode_from_spans(records, episode_id=sid), records) for sid, records in spans_by_episode(store).items()]
+    return [(episode_from_spans(records, episode_id=sid), records) for sid, records in store.spans_by_session().items()]
 
 
 def summary(ep: Episode, diagnosis: Any = None) -> dict[str, Any]:
@@ -73,13 +61,3 @@ def summary(ep: Episode, diagnosis: Any = None) -> dict[str, Any]:
         "error": (ep.error or "").strip().splitlines()[0][:200] if ep.error else None,
         "diagnosis": diagnosis,
     }
-
-
-def by_step(episodes: Iterable[Episode]) -> dict[int, list[Episode]]:
-    """The training rollouts of each step."""
-    out: dict[int, list[Episode]] = {}
-    for ep in episodes:
-        where = place(ep.id)
-        if where.kind == "train" and where.step is not None:
-            out.setdefault(where.step, []).append(ep)
-    return out

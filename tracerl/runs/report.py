@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .server import STATIC, _tokenizer
+from .server import STATIC
 from .views import RunView
 
 
@@ -31,16 +31,7 @@ def report_data(view: RunView, episodes: int = 40) -> dict[str, Any]:
     for r in at_last[:episodes // 2] + at_last[::-1][:episodes // 2]:
         chosen.append(r["id"])
     chosen = list(dict.fromkeys(chosen))[:episodes]
-    tok = _tokenizer(view.run.config.get("model"))
-    details = {}
-    for episode_id in chosen:
-        found = view.episode(episode_id)
-        if found is None:
-            continue
-        for traj in found["trajectories"]:
-            for seq in traj["sequences"]:
-                seq["tokens"] = [tok.decode([i]) for i in seq["token_ids"]] if tok is not None else None
-        details[episode_id] = found
+    details = {i: found for i in chosen if (found := view.episode(i)) is not None}
     kept = [r for r in rows if r["id"] in details] + [r for r in rows if r["id"] not in details][:500]
     name = view.name
     return {"runs": [view.info()], "metrics": {name: view.metrics()}, "diagnosis": {name: view.diagnosis()},

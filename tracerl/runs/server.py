@@ -10,9 +10,7 @@ are only read: metrics line by line, the span store opened read-only.
 
 from __future__ import annotations
 
-import functools
 import hmac
-import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,7 +20,6 @@ from tracerl.core.errors import TracerlError
 from .folder import RunError, find_runs
 from .views import RunView, views
 
-log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
 
 
@@ -108,14 +105,9 @@ def create_app(runs: Runs, *, api_key: str | None = None) -> Any:
 
     @app.get("/api/runs/{name}/episodes/{episode_id}")
     def episode(name: str, episode_id: str) -> Any:
-        view = runs.get(name)
-        found = view.episode(episode_id)
+        found = runs.get(name).episode(episode_id)
         if found is None:
             return JSONResponse({"error": f"no episode {episode_id!r} in run {name!r}"}, status_code=404)
-        tok = _tokenizer(view.run.config.get("model"))
-        for traj in found["trajectories"]:
-            for seq in traj["sequences"]:
-                seq["tokens"] = [tok.decode([i]) for i in seq["token_ids"]] if tok is not None else None
         return found
 
     @app.get("/api/runs/{name}/episodes/{episode_id}/trainer")
@@ -138,20 +130,6 @@ def create_app(runs: Runs, *, api_key: str | None = None) -> Any:
         return runs.get(name).diagnosis()
 
     return app
-
-
-@functools.lru_cache(maxsize=4)
-def _tokenizer(model: str | None) -> Any:
-    """The run's tokenizer, to show token ids as text (None when it cannot be loaded)."""
-    try:
-        from transformers import AutoTokenizer
-
-        from tracerl.trainers.model_path import resolve_model
-
-        return AutoTokenizer.from_pretrained(resolve_model(model))
-    except Exception as exc:  # noqa: BLE001 - ids are shown instead
-        log.warning("no tokenizer for %s (%s): tokens are shown as ids", model, exc)
-        return None
 
 
 def serve(runs: Runs, host: str = "127.0.0.1", port: int = 8765, api_key: str | None = None) -> None:

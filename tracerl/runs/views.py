@@ -20,7 +20,7 @@ from tracerl.core.spans import SpanRecord
 from tracerl.core.types import Episode, Trajectory
 
 from .diagnose import DEFAULT_EXCLUDE, classify, diagnose, rewarded
-from .episodes import load_episodes, place, summary
+from .episodes import Place, load_episodes, place, summary
 from .folder import Run, open_run, read_metrics
 
 log = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ class RunView:
         self.path = Path(path)
         self.run: Run = open_run(self.path)  # raises RunError for a folder that is not a run
         self._lock = threading.Lock()
-        self._metrics_lines = _lines(self.path / "metrics.jsonl")
+        self._metrics_size = _size(self.path / "metrics.jsonl")
         self._store_stamp: tuple[int, ...] | None = None
         self._episodes: list[tuple[Episode, list[SpanRecord]]] = []
         self._index: dict[str, int] = {}
@@ -46,10 +46,10 @@ class RunView:
     def refresh(self) -> Run:
         """The run with any metrics written since the last look."""
         with self._lock:
-            lines = _lines(self.path / "metrics.jsonl")
-            if lines != self._metrics_lines:
+            size = _size(self.path / "metrics.jsonl")
+            if size != self._metrics_size:
                 fresh = open_run(self.path)  # status and config too: the run may have ended
-                self.run, self._metrics_lines = fresh, lines
+                self.run, self._metrics_size = fresh, size
             return self.run
 
     def info(self) -> dict[str, Any]:
@@ -99,12 +99,12 @@ class RunView:
             found = None if rewarded(ep) else classify(ep, spans)
             if cause and (found is None or found.code != cause):
                 continue
-            rows.append(summary(ep, None if found is None else {"code": found.code, "label": found.label,
-                                                                  "kind": found.kind, "detail": found.detail}))
+            rows.append(summary(ep, None if found is None else found.as_dict()))
         return {"total": len(rows), "rows": rows[offset:offset + limit]}
 
     def episode(self, episode_id: str) -> dict[str, Any] | None:
-        """One episode: its summary, task, conversation per agent, call tree and token sequences."""
+        """One episode: its summary, task, conversation per agent, call tree and token sequences
+        (each token also as text, when the run's tokenizer loads)."""
         items = self.episodes()
         i = self._index.get(episode_id)
         if i is None:
@@ -112,13 +112,13 @@ class RunView:
         ep, spans = items[i]
         found = None if rewarded(ep) else classify(ep, spans)
         scores = self._step_scores(place(ep.id).step)
+        tok = _tokenizer(self.run.config.get("model"))
         return {
-            **summary(ep, None if found is None else {"code": found.code, "label": found.label, "kind": found.kind,
-                                                      "detail": found.detail}),
+            **summary(ep, None if found is None else found.as_dict()),
             "task_data": ep.task.data if ep.task is not None else None,
             "answer": None if ep.task is None else _jsonable(ep.task.answer),
             "rewards": ep.rewards, "traceback": ep.traceback, "artifacts": _jsonable(ep.artifacts),
-            "trajectories": [_trajectory(ep, t, scores.get((ep.id, t.name))) for t in ep.trajectories],
+            "trajectories": [_trajectory(ep, t, scores.get((ep.id, t.name)), tok) for t in ep.trajectories],
             "spans": [_span(s) for s in spans],
         }
 
@@ -149,10 +149,7 @@ class RunView:
         """The (task, agent) groups of a step's rollouts: rewards, solve rate, flat or not."""
         found: dict[tuple[int, str], list[tuple[Episode, float]]] = {}
         exclude = set(self.run.config.get("exclude", DEFAULT_EXCLUDE))
-        for ep, _spans in self.episodes():
-            where = place(ep.id)
-            if where.kind != "train" or where.step != step:
-                continue
+        for ep, where in self._rollouts(step):
             for traj in ep.trajectories or [Trajectory()]:  # a rollout that failed first is reward 0
                 reward = traj.reward if traj.reward is not None else ep.reward
                 found.setdefault((where.task or 0, traj.name), []).append((ep, float(reward or 0.0)))
@@ -175,11 +172,15 @@ class RunView:
 
     def side_by_side(self, step: int, task_index: int) -> list[dict[str, Any]]:
         """The G rollouts of one task at one step, best first."""
-        members = [ep for ep, _ in self.episodes() if place(ep.id).kind == "train" and place(ep.id).step == step
-                   and place(ep.id).task == task_index]
+        members = [ep for ep, where in self._rollouts(step) if where.task == task_index]
         members.sort(key=lambda ep: (-(ep.reward or 0.0), ep.id))
         return [{**summary(ep), "conversation": _conversation(ep.trajectories[0]) if ep.trajectories else []}
                 for ep in members]
+
+    def _rollouts(self, step: int) -> list[tuple[Episode, Place]]:
+        """The training rollouts of ``step``, with where each sat."""
+        return [(ep, where) for ep, _spans in self.episodes()
+                if (where := place(ep.id)).kind == "train" and where.step == step]
 
     def diagnosis(self) -> dict[str, Any]:
         return diagnose(self.episodes(), self.refresh().config).as_dict()
@@ -196,7 +197,7 @@ class RunView:
             from tracerl.trainers.config import TrainConfig
 
             cfg = TrainConfig.model_validate({k: v for k, v in self.run.config.items() if k != "output"})
-            members = [ep for ep, _ in self.episodes() if place(ep.id).kind == "train" and place(ep.id).step == step]
+            members = [ep for ep, _where in self._rollouts(step)]
             scored, _groups = score(members, cfg)
             out = {(s.episode.id, s.trajectory.name): (s.advantages, s.flat) for s in scored}
         except Exception as exc:  # noqa: BLE001 - tokens are still shown, uncoloured by advantage
@@ -229,6 +230,20 @@ def _score(model: str | None, trajectories: list[list[list[int]]], temperature: 
     return out
 
 
+@functools.lru_cache(maxsize=4)
+def _tokenizer(model: str | None) -> Any:
+    """The run's tokenizer, to show token ids as text (None when it cannot be loaded)."""
+    try:
+        from transformers import AutoTokenizer
+
+        from tracerl.trainers.model_path import resolve_model
+
+        return AutoTokenizer.from_pretrained(resolve_model(model))
+    except Exception as exc:  # noqa: BLE001 - ids are shown instead
+        log.warning("no tokenizer for %s (%s): tokens are shown as ids", model, exc)
+        return None
+
+
 @functools.lru_cache(maxsize=1)
 def _policy(model: str | None) -> Any:
     from transformers import AutoModelForCausalLM
@@ -243,7 +258,7 @@ def _policy(model: str | None) -> Any:
     return AutoModelForCausalLM.from_pretrained(path).eval()
 
 
-def _trajectory(ep: Episode, traj: Trajectory, scored: tuple[list[float], bool] | None) -> dict[str, Any]:
+def _trajectory(ep: Episode, traj: Trajectory, scored: tuple[list[float], bool] | None, tok: Any) -> dict[str, Any]:
     advantages, flat = scored if scored is not None else (None, False)
     sequences = []
     for seq in traj.sequences:
@@ -253,6 +268,7 @@ def _trajectory(ep: Episode, traj: Trajectory, scored: tuple[list[float], bool] 
                 if step_index < len(advantages):
                     adv[start:end] = [advantages[step_index]] * (end - start)
         sequences.append({"token_ids": seq.token_ids, "mask": seq.mask, "logprobs": seq.logprobs,
+                          "tokens": [tok.decode([i]) for i in seq.token_ids] if tok is not None else None,
                           "advantages": adv if advantages is not None and not flat else None,
                           "steps": seq.step_indices})
     return {"name": traj.name, "reward": traj.reward, "prefix_breaks": traj.prefix_breaks, "flat": flat,
@@ -296,7 +312,7 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def _lines(path: Path) -> int:
+def _size(path: Path) -> int:
     try:
         return path.stat().st_size
     except OSError:

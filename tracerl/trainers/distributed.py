@@ -79,9 +79,6 @@ class Group:
     def sum(self, values: list[float]) -> list[float]:
         return self._reduce(values, "sum") if self.active else values
 
-    def maximum(self, values: list[float]) -> list[float]:
-        return self._reduce(values, "max") if self.active else values
-
     def combine(self, sums: dict[str, float], maxima: dict[str, float]
                 ) -> tuple[dict[str, float], dict[str, float]]:
         """The batch's metrics from every rank's part: ``sums`` added, ``maxima`` maxed (a rank
