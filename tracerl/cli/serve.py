@@ -62,7 +62,6 @@ def serve(
 def _engine(model: str | None, name: str | None, batch_window_ms: float, upstream: str | None,
             upstream_model: str | None, tokenizer: str | None, provider: str, key_env: str | None) -> Any:
     """The engine behind ``gateway serve``: TorchEngine on --model, or UpstreamEngine on --upstream."""
-    import os
 
     from tracerl.core.errors import ConfigError
     from tracerl.trainers.model_path import resolve_model
@@ -78,10 +77,9 @@ def _engine(model: str | None, name: str | None, batch_window_ms: float, upstrea
     served = upstream_model or name
     if served is None:
         raise ConfigError("--upstream needs --upstream-model: the model name the upstream serves")
-    key = os.environ.get(key_env) if key_env else None
-    if key_env and not key:
-        raise ConfigError(f"--upstream-key-env {key_env}: that environment variable is not set")
-    from tracerl.engines.upstream import UpstreamEngine
+    from tracerl.engines.upstream import UpstreamEngine, api_key_from_env
+
+    key = api_key_from_env(key_env, "--upstream-key-env")
 
     return UpstreamEngine(upstream, served, api_key=key, tokenizer=resolve_model(tokenizer) if tokenizer else None,
                           model_name=name, provider=provider)

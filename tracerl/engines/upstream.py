@@ -30,6 +30,17 @@ from tracerl.core.errors import ConfigError, MissingDependencyError, UpstreamErr
 from .base import Generation, SamplingParams
 
 
+def api_key_from_env(var: str | None, setting: str) -> str | None:
+    """The API key held by environment variable ``var`` (None when no variable is named); a
+    variable named but unset or empty is one line naming ``setting``, the flag that named it."""
+    if not var:
+        return None
+    key = os.environ.get(var)
+    if not key:
+        raise ConfigError(f"{setting} {var}: that environment variable is not set")
+    return key
+
+
 class UpstreamEngine:
     def __init__(
         self,

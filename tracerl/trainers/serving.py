@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -92,12 +91,10 @@ def _engine(cfg: TrainConfig, base: str) -> Any:
                           max_model_len=v.max_model_len, seed=cfg.seed, enforce_eager=v.enforce_eager,
                           enable_sleep_mode=v.sleep, dtype=precision.engine_dtype(cfg.precision))
     if cfg.engine == "openai":
-        from tracerl.engines.upstream import UpstreamEngine
+        from tracerl.engines.upstream import UpstreamEngine, api_key_from_env
 
         u = cfg.upstream
-        key = os.environ.get(u.api_key_env) if u.api_key_env else None
-        if u.api_key_env and key is None:
-            raise ConfigError(f"upstream.api_key_env {u.api_key_env}: that environment variable is not set")
+        key = api_key_from_env(u.api_key_env, "upstream.api_key_env")
         return UpstreamEngine(u.url or "", u.model or base, api_key=key, tokenizer=base,
                               model_name=cfg.rollout.model, weight_sync=u.weight_sync,
                               weights_dir=str(Path(cfg.output) / "engine-weights"))
