@@ -92,7 +92,7 @@ class TorchEngine:
         a preallocated cache and fixed shapes (default: on CUDA, compiled)."""
         torch = _torch()
         self.num_threads = num_threads
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoTokenizer
 
         if model is None:
             from tracerl.models import tiny_model_path
@@ -104,13 +104,7 @@ class TorchEngine:
         )
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         torch_dtype = None if dtype == "auto" else getattr(torch, dtype)
-        if _is_adapter_folder(self.model_path):  # a LoRA checkpoint: its base with the adapters folded in
-            from peft import AutoPeftModelForCausalLM
-
-            self.model: Any = AutoPeftModelForCausalLM.from_pretrained(self.model_path, dtype=torch_dtype)
-            self.model = self.model.merge_and_unload()
-        else:
-            self.model = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=torch_dtype)
+        self.model: Any = load_causal_lm(self.model_path, torch_dtype)
         self.model.to(self.device)
         self.model.eval()
         if num_threads is None and self.device == "cpu" and self.model.num_parameters() < SMALL_MODEL_PARAMS:
@@ -405,6 +399,17 @@ def sample_tokens(logits: Any, params: SamplingParams, uniforms: list[float]) ->
         # right=True: the first token whose cumulative mass exceeds u, so never a masked one
         tokens = torch.searchsorted(cdf, u, right=True).squeeze(-1).clamp(max=cdf.shape[-1] - 1)
     return tokens, logprobs.gather(-1, tokens[:, None]).squeeze(-1)
+
+
+def load_causal_lm(path: str, dtype: Any = None) -> Any:
+    """The model in ``path``; a LoRA checkpoint's folder is its base with the adapters folded in."""
+    if _is_adapter_folder(path):
+        from peft import AutoPeftModelForCausalLM
+
+        return AutoPeftModelForCausalLM.from_pretrained(path, dtype=dtype).merge_and_unload()
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
 
 
 def _is_adapter_folder(path: str) -> bool:

@@ -246,16 +246,10 @@ def _tokenizer(model: str | None) -> Any:
 
 @functools.lru_cache(maxsize=1)
 def _policy(model: str | None) -> Any:
-    from transformers import AutoModelForCausalLM
-
+    from tracerl.engines.torch_engine import load_causal_lm
     from tracerl.trainers.model_path import resolve_model
 
-    path = resolve_model(model)
-    if (Path(path) / "adapter_config.json").is_file():  # a LoRA checkpoint: its base with the adapters merged
-        from peft import AutoPeftModelForCausalLM
-
-        return AutoPeftModelForCausalLM.from_pretrained(path).merge_and_unload().eval()
-    return AutoModelForCausalLM.from_pretrained(path).eval()
+    return load_causal_lm(resolve_model(model)).eval()
 
 
 def _trajectory(ep: Episode, traj: Trajectory, scored: tuple[list[float], bool] | None, tok: Any) -> dict[str, Any]:
