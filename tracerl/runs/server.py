@@ -103,19 +103,18 @@ def create_app(runs: Runs, *, api_key: str | None = None) -> Any:
                                            min_reward=min_reward, max_reward=max_reward, cause=cause, q=q,
                                            offset=max(0, offset), limit=min(max(1, limit), 1000))
 
-    @app.get("/api/runs/{name}/episodes/{episode_id}")
-    def episode(name: str, episode_id: str) -> Any:
-        found = runs.get(name).episode(episode_id)
+    def one_episode(found: dict[str, Any] | None, name: str, episode_id: str) -> Any:
         if found is None:
             return JSONResponse({"error": f"no episode {episode_id!r} in run {name!r}"}, status_code=404)
         return found
 
+    @app.get("/api/runs/{name}/episodes/{episode_id}")
+    def episode(name: str, episode_id: str) -> Any:
+        return one_episode(runs.get(name).episode(episode_id), name, episode_id)
+
     @app.get("/api/runs/{name}/episodes/{episode_id}/trainer")
     def trainer(name: str, episode_id: str) -> Any:
-        found = runs.get(name).trainer_logprobs(episode_id)
-        if found is None:
-            return JSONResponse({"error": f"no episode {episode_id!r} in run {name!r}"}, status_code=404)
-        return found
+        return one_episode(runs.get(name).trainer_logprobs(episode_id), name, episode_id)
 
     @app.get("/api/runs/{name}/groups")
     def groups(name: str, step: int) -> Any:
