@@ -43,9 +43,17 @@ def test_two_ranks_have_the_one_process_gradient(results):
 
 def test_two_ranks_make_the_one_process_adamw_step_and_report_its_metrics(results):
     single, sharded = results
+    initial, lr = single["initial"], 3e-4  # the default optim.lr
     for name, weight in single["adamw"]["weights"].items():
-        # Adam divides by sqrt(v): a gradient near 0 turns float noise into up to ~lr of change
-        torch.testing.assert_close(sharded["adamw"]["weights"][name], weight, atol=2e-5, rtol=0, msg=name)
+        # Adam divides by sqrt(v): where the gradient is near 0, the float noise of summing it in
+        # another order becomes up to ~lr of change (seen: 2.5e-5 where |grad| was 5e-6, 5e-5 of
+        # the tensor's largest). Where it is well above that noise, the two steps agree tightly.
+        grad = (initial[name] - single["sgd"]["weights"][name]).abs()
+        clear = grad > 1e-3 * grad.max()
+        diff = (sharded["adamw"]["weights"][name] - weight).abs()
+        worst = float(diff[clear].max()) if clear.any() else 0.0
+        assert worst <= 2e-5, (name, worst)
+        assert diff.max() <= 2 * lr, (name, float(diff.max()))
     a, b = single["adamw"]["metrics"], sharded["adamw"]["metrics"]
     assert set(a) == set(b)
     for key in set(a) - {"update/micro_batches"}:  # each rank packs its own rows
