@@ -101,7 +101,7 @@ def test_training_draws_every_task_before_any_repeats(tmp_path, monkeypatch):
      r"noanswer.jsonl: row 1 has no answer column 'answer'; its columns are \['question', 'solution'\]"),
     ("dups.jsonl", '{"id": "x", "answer": 1}\n{"id": "y", "answer": 2}\n{"id": "x", "answer": 3}\n',
      r"dups.jsonl: rows 1 and 3 have id 'x' twice"),
-    ("same.jsonl", '{"answer": 1}\n{"answer": 1}\n', r"same.jsonl: rows 1 and 2 have the same row twice"),
+    ("same.jsonl", '{"answer": 1}\n{"answer": 1}\n', r"same.jsonl: rows 1 and 2 have the same question and answer \(and no id column"),
     ("list.jsonl", '[1, 2]\n', r"list.jsonl: row 1 is a int, not an object of columns"),
 ])
 def test_bad_data_is_one_line_naming_the_file_and_row(tmp_path, name, content, message):

@@ -6,13 +6,14 @@ import concurrent.futures
 import functools
 import logging
 import math
+import re
 import textwrap
 from typing import Any
 
 import pytest
 
-import tracerl
 from tracerl.core.errors import ConfigError, GradingError
+from tracerl.core.grading import GradedEpisode
 from tracerl.core.types import Episode, Task
 from tracerl.tasks.graders import (
     GRADERS,
@@ -21,7 +22,6 @@ from tracerl.tasks.graders import (
     resolve_reward,
     reward,
     reward_name,
-    wants_episode,
 )
 from tracerl.tasks.graders.builtin import make_math, parse_number
 from tracerl.tasks.graders.judge import make_judge, parse_score, question_of
@@ -450,7 +450,7 @@ def test_resolve_callables_bound_methods_and_partials():
         resolve_reward(_weighted, weight=2)
 
 
-# ---------------------------------------------------------------------------- @reward, wants_episode, normalize
+# ---------------------------------------------------------------------------- @reward, the graded episode, normalize
 
 
 def test_reward_decorator():
@@ -473,22 +473,14 @@ def test_reward_decorator():
         reward(name="is_correct")
 
 
-def test_wants_episode():
-    def by_name(task, episode):
-        return 1.0
-
-    def by_annotation(task, ep: Episode):
-        return 1.0
-
-    def by_string(task, ep: tracerl.Episode):  # a string, by the __future__ import
-        return 1.0
-
-    def artifacts(task, artifacts):
-        return 1.0
-
-    assert wants_episode(by_name) and wants_episode(by_annotation) and wants_episode(by_string)
-    assert wants_episode(_Scorer(1)) and not wants_episode(_Scorer(1).grade)
-    assert not wants_episode(artifacts) and not wants_episode(GRADERS["exact"]())
+def test_every_builtin_grades_the_episode_object_reward_functions_receive():
+    """Graders get a GradedEpisode (tracerl.core.grading), not a dict: each built-in reads it as
+    the mapping of the artifacts it is."""
+    graded = GradedEpisode.of(Episode(id="e", artifacts={"answer": "12"}))
+    for name, reference in (("exact", "12"), ("numeric", 12), ("contains", "12"), ("json", 12)):
+        out = GRADERS[name]()(task(reference), graded)
+        assert out["reward"] == 1.0 and out["is_correct"] is True, name
+    assert GRADERS["regex"](pattern=r"(\d+)")(task(12), graded)["reward"] == 1.0
 
 
 @pytest.mark.parametrize(("value", "name", "expected"), [
@@ -503,9 +495,9 @@ def test_normalize(value, name, expected):
 
 @pytest.mark.parametrize(("value", "message"), [
     (math.nan, "non-finite"), (math.inf, "non-finite"), ({"reward": -math.inf}, "non-finite"),
-    ("1.0", "returned a str"), (None, "returned a NoneType"), ({"is_correct": True}, "holds no numeric reward"),
+    ("1.0", "returned '1.0' (a str)"), (None, "returned None (a NoneType)"), ({"is_correct": True}, "holds no numeric reward"),
     ({"reward": "high"}, "holds no numeric reward"), ({}, "holds no numeric reward"),
 ])
 def test_normalize_refuses(value, message):
-    with pytest.raises(GradingError, match=message):
+    with pytest.raises(GradingError, match=re.escape(message)):
         normalize(value)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -94,11 +94,22 @@ def list_(runs: RunsOption = None) -> None:
 
     root = runs or Path("runs")
     found = find_runs(root)
-    table = Table("run", "task", "steps", "accuracy before", "after", "status")
+    table = Table("run", "task")
+    for name in ("steps", "accuracy before", "after", "mean reward", "status"):  # a narrow terminal folds the paths
+        table.add_column(name, no_wrap=True)
+    rules: dict[str, str] = {}  # rule -> its footnote mark
     for r in found:
-        table.add_row(str(r.path), r.task, f"{r.steps_done}/{r.steps}", _pct(r.accuracy("before")),
-                      _pct(r.accuracy("after")), r.status)
+        mark = rules.setdefault(r.accuracy_rule, "*" * (len(rules) + 1)) if r.accuracy_rule else ""
+        table.add_row(str(r.path), r.task, f"{r.steps_done}/{r.steps}", _pct(r.accuracy("before")) + mark,
+                      _pct(r.accuracy("after")) + mark, _rewards(r), r.status)
     console.print(table if found else f"no runs under {root}")
+    for rule, mark in rules.items():  # below the table: a narrow terminal would fold it inside
+        console.print(f"{mark} {rule}: the reward gave no is_correct; accuracy counts a reward that reaches reward_max")
+
+
+def _rewards(run: Any) -> str:
+    before, after = run.reward("before"), run.reward("after")
+    return " → ".join("-" if x is None else f"{x:.3f}" for x in (before, after))
 
 
 @runs_app.command("compare")
@@ -117,6 +128,8 @@ def compare(a: Annotated[Path, typer.Argument(help="a run folder")],
     table.add_row("steps", f"{ra.steps_done}/{ra.steps}", f"{rb.steps_done}/{rb.steps}")
     table.add_row("accuracy before", _pct(ra.accuracy("before")), _pct(rb.accuracy("before")))
     table.add_row("accuracy after", _pct(ra.accuracy("after")), _pct(rb.accuracy("after")))
+    table.add_row("accuracy counted by", ra.accuracy_rule or "is_correct", rb.accuracy_rule or "is_correct")
+    table.add_row("mean reward before → after", _rewards(ra), _rewards(rb))
     for key in ("rollout/reward_mean", "rollout/response_length_mean", "stats/entropy", "time/rollout_s", "time/update_s"):
         table.add_row(f"last {key}", _last(ra.metrics, key), _last(rb.metrics, key))
     console.print(table)

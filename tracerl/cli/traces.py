@@ -135,19 +135,37 @@ def export(
     episode: Annotated[list[str] | None, typer.Option("--episode", help="only these episodes")] = None,
     since: SinceOption = None,
 ) -> None:
-    """Export spans to JSON lines or Parquet, to train on later or move to another store."""
+    """Export spans to JSON lines or Parquet, to train on later or move to another store.
+    Exporting nothing is an error (exit 1), and leaves ``out`` as it was."""
     since_ns = parse_since(since)
     with _open(db) as store:
         ids: list[str | None] = list(episode) if episode else [None]
         parquet = out.suffix == ".parquet"
         if parquet and len(ids) > 1:
             raise ConfigError("Parquet export takes at most one --episode; use .jsonl for several")
-        if parquet:
-            n = store.export_parquet(out, session_id=ids[0], since_ns=since_ns)
-        else:
-            with open(out, "w", encoding="utf-8") as fh:
-                n = sum(store.export_jsonl(fh, session_id=i, since_ns=since_ns) for i in ids)
+        tmp = out.with_name(f".{out.name}.partial")
+        try:
+            if parquet:
+                n = store.export_parquet(tmp, session_id=ids[0], since_ns=since_ns)
+            else:
+                with open(tmp, "w", encoding="utf-8") as fh:
+                    n = sum(store.export_jsonl(fh, session_id=i, since_ns=since_ns) for i in ids)
+            if n:
+                tmp.replace(out)
+        finally:
+            tmp.unlink(missing_ok=True)
+        if not n:
+            raise ConfigError(_nothing_exported(store.path, episode, since) + f"; {out} was not written")
         typer.echo(f"exported {n} spans to {out}")
+
+
+def _nothing_exported(path: str, episodes: list[str] | None, since: str | None) -> str:
+    """Why an export found nothing, and where spans are: a run keeps its own in RUN/traces.db."""
+    which = (f" for episode {', '.join(episodes)}" if episodes else "") + (f" from the last {since}" if since else "")
+    runs = sorted(Path("runs").glob("*/traces.db"), key=lambda p: p.stat().st_mtime, reverse=True)
+    found = f" (here: {', '.join(str(p) for p in runs[:3])})" if runs else ""
+    return (f"no spans{which} in {path}; a training run or tracerl eval keeps its spans in its own folder, "
+            f"RUN/traces.db{found}: pass --db RUN/traces.db")
 
 
 @app.command("import")

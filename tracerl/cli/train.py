@@ -23,29 +23,39 @@ HoldoutOption = Annotated[float | None, typer.Option(
 RewardOption = Annotated[str | None, typer.Option(
     "--reward", help="grade what the agent returns: exact, numeric, math, regex, contains, json, code, judge, "
     "or module:fn / path/file.py:fn")]
+RewardMaxOption = Annotated[float | None, typer.Option(
+    "--reward-max", help="the best reward: without is_correct from the reward, an episode is correct when its "
+    "reward reaches this (default 1)")]
+TaskArgument = Annotated[str | None, typer.Argument(
+    help="task name (tracerl tasks list; default arithmetic); leave it out with --data", show_default=False)]
 
 
-def _data_overrides(data: str | None, eval_data: str | None, holdout: float | None) -> dict[str, Any]:
+def _data_overrides(task: str | None, data: str | None, eval_data: str | None, holdout: float | None
+                    ) -> dict[str, Any]:
+    """The task (or the user's data) the flags name, as settings."""
     from tracerl.core.errors import ConfigError
 
     if data is None:
         if eval_data is not None or holdout is not None:
             raise ConfigError("--eval-data and --holdout split --data; pass --data FILE too")
-        return {}
+        return {} if task is None else {"task": task}
+    if task is not None and task != "data":
+        raise ConfigError(f"TASK {task!r} and --data {data} both say what to run on; pass one of them")
     found: dict[str, Any] = {"path": data}
     if eval_data is not None:
         found["eval_path"] = eval_data
     if holdout is not None:
         found["holdout"] = holdout
-    return {"data": found}
+    return {"task": "data", "data": found}
 
 
 def train(
-    task: Annotated[str, typer.Argument(help="task name (tracerl tasks list)")] = "arithmetic",
+    task: TaskArgument = None,
     data: DataOption = None,
     eval_data: EvalDataOption = None,
     holdout: HoldoutOption = None,
     reward: RewardOption = None,
+    reward_max: RewardMaxOption = None,
     agent: Annotated[str | None, typer.Option(help="rollout function: module:fn or path/file.py:fn")] = None,
     algo: Annotated[str | None, typer.Option(help=" | ".join(ALGO_NAMES) + " (default: grpo)")] = None,
     group_size: Annotated[int | None, typer.Option(help="rollouts per task (G)")] = None,
@@ -80,8 +90,8 @@ def train(
 
     if nproc > 1 and "WORLD_SIZE" not in os.environ and not dry_run:
         raise typer.Exit(_torchrun(nproc))
-    overrides: dict[str, Any] = {"task": task, **_data_overrides(data, eval_data, holdout)}
-    flags = {"reward": reward, "agent": agent, "model": model, "from_traces": from_traces, "output": output, "seed": seed, "steps": steps,
+    overrides: dict[str, Any] = _data_overrides(task, data, eval_data, holdout)
+    flags = {"reward": reward, "reward_max": reward_max, "agent": agent, "model": model, "from_traces": from_traces, "output": output, "seed": seed, "steps": steps,
              "batch_size": batch_size, "group_size": group_size, "eval_size": eval_size, "threads": threads,
              "engine": engine}
     overrides.update({k: v for k, v in flags.items() if v is not None})
@@ -185,17 +195,21 @@ def _interrupted_line(exc: Any) -> str:
 
 
 def _summary(result: Any, eval_size: int) -> str:
-    def pct(x: float | None) -> str:
-        return "n/a" if x is None else f"{x:.1%}"
+    def pct(x: float | None, reward: float | None) -> str:
+        return "n/a" if x is None else f"{x:.1%}" + ("" if reward is None else f"  (mean reward {reward:.3f})")
 
     if not eval_size:
         lines = ["accuracy: not measured (--eval-size 0)"]
     else:
-        before = pct(result.accuracy_before)
+        before = pct(result.accuracy_before, result.reward_before)
         if result.start_step:  # measured before step 1, by the run this one continues
             before = ("not in metrics.jsonl" if result.accuracy_before is None else before) + \
                 f" (measured by the run resumed at step {result.start_step})"
-        lines = [f"accuracy before: {before}", f"accuracy after:  {pct(result.accuracy_after)}"]
+        lines = [f"accuracy before: {before}", f"accuracy after:  {pct(result.accuracy_after, result.reward_after)}"]
+        if result.accuracy_rule:
+            lines.append(f"accuracy counts an episode correct when {result.accuracy_rule.removeprefix('correct = ')}: "
+                         "the reward gave no is_correct (return {\"reward\": ..., \"is_correct\": ...}, or set "
+                         "--reward-max)")
     if result.final_checkpoint is not None:
         lines.append(f"checkpoint: {result.final_checkpoint}")
     lines.append(f"metrics: {result.run_dir / 'metrics.jsonl'}")
@@ -218,11 +232,14 @@ def list_tasks() -> None:
 
 
 def evaluate(
-    task: Annotated[str, typer.Argument(help="task name (tracerl tasks list)")] = "arithmetic",
+    task: TaskArgument = None,
     data: DataOption = None,
     eval_data: EvalDataOption = None,
     holdout: HoldoutOption = None,
     reward: RewardOption = None,
+    reward_max: RewardMaxOption = None,
+    max_grading_errors: Annotated[float, typer.Option(
+        min=0.0, max=1.0, help="exit 1 when more than this share of episodes could not be graded")] = 0.1,
     set_: Annotated[list[str] | None, typer.Option(
         "--set", help="data.* or reward_options.* setting as dotted.key=value, repeatable")] = None,
     model: Annotated[str | None, typer.Option(help="HF model folder or id served in-process (default: tiny)")] = None,
@@ -267,7 +284,8 @@ def evaluate(
 
     if litellm_model and model:
         raise ConfigError("--model serves a local model, --litellm-model a hosted one: pass one of them")
-    extra: dict[str, Any] = _data_overrides(data, eval_data, holdout)
+    extra: dict[str, Any] = _data_overrides(task, data, eval_data, holdout)
+    task = extra.pop("task", "arithmetic")
     for item in set_ or []:
         if not item.startswith(("data.", "reward_options.")):
             raise ConfigError(f"--set {item!r}: tracerl eval takes data.* and reward_options.* settings; "
@@ -278,13 +296,16 @@ def evaluate(
         from tracerl.tasks.data import DataConfig
 
         data_cfg = DataConfig.model_validate(extra["data"])
-        task = "data"
     report = run_eval_command(task, settings, agent=agent, model=model, external=base_url is not None, n=n,
                               ks=pass_k or [], concurrency=concurrency, max_examples=max_examples, split=split,
                               seed=seed, output=output, litellm_model=litellm_model, data=data_cfg,
-                              reward=reward, reward_options=extra.get("reward_options"))
+                              reward=reward, reward_options=extra.get("reward_options"),
+                              reward_max=1.0 if reward_max is None else reward_max)
     _print_report(task, report, output)
     _fail_if_all_failed(task, report, output, agent)
+    from tracerl.core.grading import check_grading
+
+    check_grading(report.episodes, max_grading_errors, f"tracerl eval {task}")
 
 
 def _fail_if_all_failed(task: str, report: Any, output: Path, agent: str | None) -> None:
@@ -312,7 +333,8 @@ def _print_report(task: str, report: Any, output: Path) -> None:
     from rich.table import Table
 
     table = Table("metric", "value", "95% interval", title=f"{task}: {len(report.episodes)} episodes")
-    table.add_row("accuracy", f"{report.accuracy:.1%}", f"± {report.accuracy_ci:.1%}")
+    rule = report.accuracy_rule
+    table.add_row(f"accuracy ({rule})" if rule else "accuracy", f"{report.accuracy:.1%}", f"± {report.accuracy_ci:.1%}")
     for k, (value, ci) in sorted(report.pass_at.items()):
         table.add_row(f"pass@{k}", f"{value:.1%}", f"± {ci:.1%}")
     table.add_row("reward mean", f"{report.reward_mean:.3f}", "")
@@ -321,5 +343,9 @@ def _print_report(task: str, report: Any, output: Path) -> None:
         reasons.add_row(reason, str(count))
     console = Console()
     console.print(table)
+    if rule:
+        console.print(f"{report.judged_by_reward_max} of {len(report.episodes)} episodes had no is_correct from the "
+                      f"reward, so they count as correct when their reward reaches {report.reward_max:g} "
+                      "(--reward-max); a reward returning {\"reward\": ..., \"is_correct\": ...} says it itself")
     console.print(reasons)
     console.print(f"episodes: {output / 'episodes.jsonl'}")

@@ -320,6 +320,8 @@ def _episode_info(episode_spans: list[SpanRecord]) -> dict[str, Any]:
             with contextlib.suppress(ValueError):
                 artifacts = _json.loads(a[sc.EPISODE_ARTIFACTS])
                 info["artifacts"] = artifacts if isinstance(artifacts, dict) else {"answer": artifacts}
+        if a.get(sc.EPISODE_KIND):
+            info["kind"] = str(a[sc.EPISODE_KIND])
         if a.get(sc.EPISODE_ERROR):
             info["error"] = str(a[sc.EPISODE_ERROR])
             # the stack trace rides in the episode span's exception event (record_exception)
@@ -414,6 +416,7 @@ def episode_from_spans(
         artifacts=info.get("artifacts", {}),
         trace_ids=sorted({s.trace_id for s in tree.spans}),
         metrics={k: float(v) for k, v in sorted(metrics.items())},
+        kind=info.get("kind"),
     )
 
 

@@ -3,25 +3,26 @@
 What an agent returns becomes the episode's ``artifacts`` (recorded on the episode span, so
 exported traces can be graded again later): a string ``s`` is ``{"answer": s}``, a dict is
 taken as it is, an :class:`~tracerl.core.types.Episode` without trajectories gives its own
-``artifacts``. A :class:`Grader` then scores them once the episode has ended, with
-``fn(task, artifacts)`` or, for a function whose second parameter is named ``episode`` (or
-annotated :class:`Episode`), ``fn(task, episode)``; its float or dict becomes reward spans in
-the episode's trace, read back like any reward. Without a grader the agent's own float or
-dict of numbers is its reward, as it always was.
+``artifacts``. A :class:`Grader` then scores them once the episode has ended, as
+``fn(task, x)``: ``x`` is a :class:`GradedEpisode`, the assembled episode that also reads as
+the mapping of its artifacts, so ``x["answer"]`` and ``x.steps`` both work whatever the
+parameter is called. Its float or dict becomes reward spans in the episode's trace, read
+back like any reward. Without a grader the agent's own float or dict of numbers is its
+reward, as it always was.
 
 A grader that raises, or returns NaN or no number, costs its episode, never the run: the
 episode ends with ``grading_error`` and the message (and a ``tracerl.grading`` span says so
-in the trace), and the trainer counts it and leaves it out of the update.
+in the trace), and the trainer counts it and leaves it out of the update. Many of them are
+the reward's bug, not the model's: ``tracerl train`` and ``tracerl eval`` stop on them
+(:func:`grading_failure`).
 """
 
 from __future__ import annotations
 
-import inspect
 import json
 import logging
 import math
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, Sequence, ValuesView
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -44,32 +45,53 @@ class Grader:
 
     fn: Callable[..., Any]
     name: str = "reward"
-    wants_episode: bool = False
 
     @classmethod
     def of(cls, fn: Callable[..., Any]) -> Grader:
         """Wrap a reward function (one marked by ``@tracerl.reward`` keeps its name)."""
         if isinstance(fn, Grader):
             return fn
-        return cls(fn, getattr(fn, "__tracerl_reward_name__", "reward"), wants_episode(fn))
+        return cls(fn, getattr(fn, "__tracerl_reward_name__", "reward"))
 
 
-def wants_episode(fn: Callable[..., Any]) -> bool:
-    """Whether ``fn``'s second parameter is the episode (named ``episode``, or annotated
-    ``Episode``, string annotations included) rather than the artifacts."""
-    try:
-        params = [p for p in inspect.signature(fn).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    except (TypeError, ValueError):  # a builtin without a signature
-        return False
-    if len(params) < 2:
-        return False
-    second = params[1]
-    note = second.annotation
-    if second.name == "episode" or note is Episode:
-        return True
-    # "Episode", "tracerl.Episode", Episode | None, Optional[Episode] (string annotations too)
-    return re.search(r"\bEpisode\b", note if isinstance(note, str) else repr(note)) is not None
+class GradedEpisode(Episode):
+    """What a reward function's second argument is: the ended :class:`Episode` (``x.steps``,
+    ``x.trajectories``, ``x.artifacts``) that also reads as the mapping of its artifacts
+    (``x["answer"]``, ``x.get("answer")``, ``"answer" in x``, ``dict(x)``).
+
+    A reward's signature cannot say which of the two it wants (``def f(task, x)``), so one
+    object serves both."""
+
+    @classmethod
+    def of(cls, episode: Episode) -> GradedEpisode:
+        return cls.model_construct(_fields_set=set(episode.model_fields_set), **dict(episode.__dict__))
+
+    def __getitem__(self, key: str) -> Any:
+        return self.artifacts[key]
+
+    def __iter__(self) -> Iterator[str]:  # type: ignore[override]  # a mapping's keys, as dict(x) reads them
+        return iter(self.artifacts)
+
+    def __len__(self) -> int:
+        return len(self.artifacts)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.artifacts
+
+    def keys(self) -> KeysView[str]:
+        return self.artifacts.keys()
+
+    def values(self) -> ValuesView[Any]:
+        return self.artifacts.values()
+
+    def items(self) -> ItemsView[str, Any]:
+        return self.artifacts.items()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.artifacts.get(key, default)
+
+
+Mapping.register(GradedEpisode)
 
 
 def normalize(value: Any, name: str = "reward") -> dict[str, float | bool]:
@@ -90,8 +112,8 @@ def normalize(value: Any, name: str = "reward") -> dict[str, float | bool]:
         if not any(k != "is_correct" for k in out):
             raise GradingError(f"the reward function returned {dict(value)!r:.200}, which holds no numeric reward")
     else:
-        raise GradingError(f"the reward function returned a {type(value).__name__}; return a float or a dict "
-                           "of named numbers")
+        raise GradingError(f"the reward function returned {value!r:.80} (a {type(value).__name__}); return a "
+                           "float, a bool or a dict of named numbers")
     bad = [k for k, v in out.items() if not isinstance(v, bool) and not math.isfinite(v)]
     if bad:
         raise GradingError(f"the reward function returned a non-finite {', '.join(bad)} ({out[bad[0]]})")
@@ -126,7 +148,7 @@ def grade(sess: Session, episode: Episode, grader: Grader) -> Episode:
     from .rollout import emit_reward
 
     try:
-        value = grader.fn(sess.task, episode if grader.wants_episode else dict(episode.artifacts))
+        value = grader.fn(sess.task, GradedEpisode.of(episode))
         rewards = normalize(value, grader.name)
     except Exception as exc:  # noqa: BLE001 - a reward function's bug costs its episode, never the run
         message = f"grading failed: {type(exc).__name__}: {exc}"[:2000]
@@ -147,3 +169,30 @@ def grade(sess: Session, episode: Episode, grader: Grader) -> Episode:
         for key, reward in rewards.items():
             emit_reward(float(reward), name=key, is_correct=correct if key == main else None)
     return sess.episode()
+
+
+def grading_errors(episodes: Sequence[Episode]) -> list[Episode]:
+    """The episodes whose reward function failed."""
+    return [ep for ep in episodes if ep.termination_reason is TerminationReason.GRADING_ERROR]
+
+
+def check_grading(episodes: Sequence[Episode], max_share: float, where: str) -> None:
+    """Raise a :class:`GradingError` naming the first failure when more than ``max_share`` of
+    ``episodes`` are grading errors: a reward that fails that often measures its own bug, and
+    training on the episodes it happened to grade would train on a biased few."""
+    failed = grading_errors(episodes)
+    if not failed or len(failed) <= max_share * len(episodes):
+        return
+    first = failed[0]
+    lines = (first.error or "no message").strip().splitlines()
+    raise GradingError(
+        f"{where}: {len(failed)} of {len(episodes)} episodes could not be graded (more than "
+        f"max_grading_errors={max_share:g} of them); the first, episode {first.id}: {lines[0][:300]}. Fix the "
+        "reward function: it is called as fn(task, episode), the episode also reading as its artifacts "
+        "(episode['answer'])", episode_id=first.id)
+
+
+def accuracy_rule(judged: float, reward_max: float) -> str | None:
+    """How an accuracy was counted, to print beside it: None when every graded episode's reward
+    said ``is_correct``, else the rule that decided the ``judged`` others (reward_max reached)."""
+    return f"correct = reward >= {reward_max:g}" if judged else None

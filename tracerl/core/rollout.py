@@ -29,7 +29,7 @@ import logging
 import math
 import traceback
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -149,8 +149,10 @@ class Session:
         *,
         settings: RolloutSettings | None = None,
         tracing: Tracing | None = None,
+        attributes: Mapping[str, Any] | None = None,
     ):
         self.settings = settings or RolloutSettings()
+        self.attributes = dict(attributes or {})  # more on the episode span (the trainer's episode kind)
         self.episode_id = episode_id or new_episode_id()  # time-ordered: cheaper to index
         if "/" in self.episode_id or not self.episode_id.strip():
             raise ConfigError(f"episode id {self.episode_id!r} must be non-empty and contain no '/'")
@@ -209,7 +211,7 @@ class Session:
     def __enter__(self) -> Session:
         # A fresh Context: each episode is its own trace even when called under an app span.
         ctx = baggage.set_baggage(sc.BAGGAGE_SESSION_KEY, self.episode_id, context=Context())
-        attrs: dict[str, Any] = {sc.SPAN_TYPE: "episode", sc.SESSION_ID: self.episode_id}
+        attrs: dict[str, Any] = {**self.attributes, sc.SPAN_TYPE: "episode", sc.SESSION_ID: self.episode_id}
         if self.task is not None:
             attrs[sc.TASK_ID] = self.task.id
             attrs[sc.TASK_JSON] = self.task.model_dump_json()
@@ -300,9 +302,11 @@ def session(
     *,
     settings: RolloutSettings | None = None,
     tracing: Tracing | None = None,
+    attributes: Mapping[str, Any] | None = None,
 ) -> Session:
-    """Open an episode for code that is not one function: ``with tracerl.session() as s: ...``."""
-    return Session(episode_id, task, settings=settings, tracing=tracing)
+    """Open an episode for code that is not one function: ``with tracerl.session() as s: ...``.
+    ``attributes`` go on the episode's root span."""
+    return Session(episode_id, task, settings=settings, tracing=tracing, attributes=attributes)
 
 
 def emit_reward(
@@ -419,12 +423,12 @@ class RolloutFunction:
                     "error again is logged at debug level)", episode_id, summary, where)
 
     def _session(self, task: Any, settings: RolloutSettings | None, episode_id: str | None,
-                 tracing: Tracing | None) -> Session:
+                 tracing: Tracing | None, attributes: Mapping[str, Any] | None) -> Session:
         if not isinstance(task, Task):
             task = Task.model_validate(task) if isinstance(task, dict) and "id" in task else Task(
                 id=uuid.uuid4().hex[:12], data=task if isinstance(task, dict) else {"input": task}
             )
-        return Session(episode_id, task, settings=settings, tracing=tracing)
+        return Session(episode_id, task, settings=settings, tracing=tracing, attributes=attributes)
 
     def _timeout(self, settings: RolloutSettings | None) -> float | None:
         return settings.timeout_s if settings is not None and settings.timeout_s else self.timeout_s
@@ -432,14 +436,17 @@ class RolloutFunction:
     def __call__(
         self, task: Any, settings: RolloutSettings | None = None, *,
         episode_id: str | None = None, tracing: Tracing | None = None, reward: Any = None,
+        attributes: Mapping[str, Any] | None = None,
     ) -> Any:
         """Run one episode; returns an Episode (a coroutine of one for an async function).
         ``reward``: a reward function (or :class:`~.grading.Grader`) that grades what the
-        agent returned once the episode has ended (see :mod:`tracerl.core.grading`)."""
+        agent returned once the episode has ended (see :mod:`tracerl.core.grading`);
+        ``attributes``: more attributes for the episode's root span."""
         if self.is_async:
-            return self.acall(task, settings, episode_id=episode_id, tracing=tracing, reward=reward)
+            return self.acall(task, settings, episode_id=episode_id, tracing=tracing, reward=reward,
+                              attributes=attributes)
         grader = Grader.of(reward) if reward is not None else None
-        sess = self._session(task, settings, episode_id, tracing)
+        sess = self._session(task, settings, episode_id, tracing, attributes)
         returned: Episode | None = None
         graded = False
         timeout = self._timeout(settings)
@@ -466,9 +473,10 @@ class RolloutFunction:
     async def acall(
         self, task: Any, settings: RolloutSettings | None = None, *,
         episode_id: str | None = None, tracing: Tracing | None = None, reward: Any = None,
+        attributes: Mapping[str, Any] | None = None,
     ) -> Episode:
         grader = Grader.of(reward) if reward is not None else None
-        sess = self._session(task, settings, episode_id, tracing)
+        sess = self._session(task, settings, episode_id, tracing, attributes)
         returned: Episode | None = None
         graded = False
         try:

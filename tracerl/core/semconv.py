@@ -60,6 +60,7 @@ TASK_JSON = "tracerl.task.json"
 TERMINATION_REASON = "tracerl.episode.termination_reason"
 EPISODE_ERROR = "tracerl.episode.error"
 EPISODE_ARTIFACTS = "tracerl.episode.artifacts"  # JSON of what the agent returned
+EPISODE_KIND = "tracerl.episode.kind"  # "train" | "eval", set by the trainer and tracerl eval
 BAGGAGE_SESSION_KEY = "tracerl.session_id"
 
 # --- conventions we read ----------------------------------------------------------------

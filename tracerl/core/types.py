@@ -183,6 +183,9 @@ class Episode(_Model):
         "which a reward function grades")
     trace_ids: list[str] = Field(default_factory=list)
     metrics: dict[str, float] = Field(default_factory=dict)
+    kind: str | None = Field(
+        None, description="what the trainer ran it for: train or eval (held out: never trained on); None for "
+        "an app's own episodes")
 
     @property
     def steps(self) -> list[Step]:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tracerl.core.errors import ConfigError
+from tracerl.core.grading import accuracy_rule
 from tracerl.core.store import SpanStore
 
 STATUS_FILE = "run.json"
@@ -58,7 +59,20 @@ class Run:
 
     def accuracy(self, which: str) -> float | None:
         """``before`` (step 0's held-out accuracy) or ``after`` (the last one measured)."""
-        found = [(int(r["step"]), float(r["eval/accuracy"])) for r in self.metrics if "eval/accuracy" in r]
+        return self._evaluation(which, "eval/accuracy")
+
+    def reward(self, which: str) -> float | None:
+        """The held-out mean reward ``before`` or ``after``, as :meth:`accuracy`."""
+        return self._evaluation(which, "eval/reward_mean")
+
+    @property
+    def accuracy_rule(self) -> str | None:
+        """How its accuracy was counted where the reward gave no ``is_correct`` (None: it did)."""
+        judged = sum(float(r.get("eval/judged_by_reward_max") or 0) for r in self.metrics)
+        return accuracy_rule(judged, float(self.config.get("reward_max") or 1.0))
+
+    def _evaluation(self, which: str, key: str) -> float | None:
+        found = [(int(r["step"]), float(r[key])) for r in self.metrics if key in r]
         if not found:
             return None
         if which == "before":

@@ -56,7 +56,9 @@ class RunView:
         run = self.refresh()
         return {"name": self.name, "path": str(run.path), "task": run.task, "status": run.status, "error": run.error,
                 "steps": run.steps, "steps_done": run.steps_done, "accuracy_before": run.accuracy("before"),
-                "accuracy_after": run.accuracy("after"), "model": run.config.get("model"),
+                "accuracy_after": run.accuracy("after"), "accuracy_rule": run.accuracy_rule,
+                "reward_before": run.reward("before"), "reward_after": run.reward("after"),
+                "model": run.config.get("model"),
                 "algo": (run.config.get("algo") or {}).get("type"), "updated": run.updated}
 
     def metrics(self, start: int = 0) -> list[dict[str, Any]]:

@@ -2,7 +2,6 @@
 
     tasks = tracerl.load_tasks("questions.jsonl")                       # list[Task]
     tasks = tracerl.load_tasks("hf:openai/gsm8k:main@test", columns={"question": "question"})
-    train, held_out = split_tasks(tasks, holdout=0.1)
 
 Sources (:func:`load_rows`): JSON lines (``.jsonl``), a JSON array (``.json``), CSV
 (``.csv``), Parquet (``.parquet``, ``[parquet]`` extra), a local Hugging Face ``datasets``
@@ -11,13 +10,34 @@ folder (written by ``save_to_disk``, or a folder of data files), a hub id
 Python callable ``module:fn`` or ``path/file.py:fn`` that returns or yields rows (dicts) or
 :class:`~tracerl.core.types.Task` objects.
 
-Each row becomes a Task: ``id`` from the id column when the row has one, else a stable hash
-of the row (so an id never changes between runs); ``data`` the row, with ``columns`` renamed
-into the names the agent reads (``{"question": "prompt"}``: ``data["question"]`` is the row's
-``prompt``); ``answer`` from the answer column. A held-out split is a second source, a split
-column, or a fraction of the rows chosen by the hash of each row, so a row never moves
-between splits when the file grows. Every problem is one :class:`ConfigError` line naming
-the file, the row (or line) and the column.
+Each row becomes a Task: ``data`` the row, with ``columns`` renamed into the names the agent
+reads, ``{name the agent reads: column in the file}``, so ``{"question": "prompt"}`` (on the
+command line ``--set data.columns.question=prompt``) fills ``data["question"]`` from the
+file's ``prompt`` column; ``answer`` from the answer column; ``id`` from the id column
+(``data.id``, default ``id``) when the row has one, else a hash of what the agent is asked and
+the answer: the ``question``, every mapped column and the answer (the whole row when it has
+none of these), so an id never changes between runs and a column added later changes none.
+Empty questions, answers or mapped cells are refused, with their row numbers.
+
+A held-out split is a second source, a split column, or a fraction of the rows chosen by
+the hash of each id, so a row never moves between splits when the file grows or gains a
+column (but naming another ``data.id`` column gives every row a new id, and a new split):
+
+>>> from tracerl.tasks.data import DataConfig, rows_to_tasks, split_tasks
+>>> rows = [{"prompt": f"What is {i} + 1?", "solution": i + 1} for i in range(100)]
+>>> tasks = rows_to_tasks(rows, "rows", answer="solution", columns={"question": "prompt"})
+>>> tasks[0].data["question"], tasks[0].answer
+('What is 0 + 1?', 1)
+>>> train, held_out = split_tasks(tasks, DataConfig(path="rows", holdout=0.2))
+>>> len(train) + len(held_out), len(held_out)
+(100, 23)
+>>> wider = rows_to_tasks([{**r, "source": "v2"} for r in rows], "rows", answer="solution",
+...                       columns={"question": "prompt"})
+>>> [t.id for t in wider] == [t.id for t in tasks]
+True
+
+Every problem is one :class:`ConfigError` line naming the file, the row (or line) and the
+column.
 """
 
 from __future__ import annotations
@@ -49,12 +69,15 @@ class DataConfig(BaseModel):
                                   "or module:fn / file.py:fn returning rows")
     eval_path: str | None = Field(None, description="held-out tasks from another source (same forms)")
     answer: str | None = Field("answer", description="column holding the reference answer (None: no reference)")
-    id: str = Field("id", description="column holding a task id (rows without one get a stable hash)")
+    id: str = Field("id", description="column holding a task id; rows without one get a hash of their question, "
+                    "mapped columns and answer. The held-out split follows the id: another id column moves rows")
     columns: dict[str, str] = Field(
-        default_factory=dict, description="rename columns for the agent: {name the agent reads: column in the data}")
+        default_factory=dict, description="rename columns for the agent: {name the agent reads: column in the "
+        "file}; --set data.columns.question=prompt fills task.data['question'] from the prompt column")
     split_column: str | None = Field(None, description="column that says each row's split")
     eval_split: str = Field("test", description="the split_column value of held-out rows")
-    holdout: float = Field(0.0, ge=0.0, lt=1.0, description="fraction of rows held out, chosen by row hash")
+    holdout: float = Field(0.0, ge=0.0, lt=1.0, description="fraction of rows held out, chosen by a hash of "
+                           "each row's id")
 
 
 def load_tasks(source: str | os.PathLike[str], *, answer: str | None = "answer", id: str = "id",
@@ -69,8 +92,10 @@ def rows_to_tasks(rows: list[Any], label: str, *, answer: str | None = "answer",
     """Rows (dicts or Tasks) as Tasks, checked; ``label`` names them in errors."""
     if not rows:
         raise ConfigError(f"{label}: no rows; put one task per row (JSON lines: one object per line)")
-    tasks = [_task(row, i, label, answer=answer, id_column=id, columns=columns or {}, name=name)
+    columns = columns or {}
+    tasks = [_task(row, i, label, answer=answer, id_column=id, columns=columns, name=name)
              for i, row in enumerate(rows, 1)]
+    _check_filled(tasks, rows, label, answer, columns)
     _check_unique(tasks, label)
     return tasks
 
@@ -128,23 +153,61 @@ def _task(row: Any, number: int, label: str, *, answer: str | None, id_column: s
     data = {str(k): v for k, v in row.items()}
     for ours, theirs in columns.items():
         if theirs not in data:
+            backwards = (f"; data.columns maps the name the agent reads to the file's column, so if the agent "
+                         f"reads {theirs!r} from the file's {ours!r}, write --set data.columns.{theirs}={ours}"
+                         if ours in data else "")
             raise ConfigError(f"{label}: row {number} has no column {theirs!r} (mapped to {ours!r}); "
-                              f"its columns are {sorted(data)}")
+                              f"its columns are {sorted(data)}{backwards}")
         data[ours] = data[theirs]
     if answer is not None and answer not in data:
         raise ConfigError(f"{label}: row {number} has no answer column {answer!r}; its columns are {sorted(data)} "
                           "(name the right one with --set data.answer=COLUMN)")
     task_id = data.get(id_column)
     if task_id is None or str(task_id).strip() == "":
-        task_id = "row-" + hashlib.sha256(json.dumps(row, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        task_id = "row-" + _row_hash(row, data, answer, columns)
     return Task(id=str(task_id), data=data, answer=data.get(answer) if answer else None, dataset=name)
+
+
+def _asked(data: Mapping[str, Any], columns: Mapping[str, str]) -> list[str]:
+    """The fields a row asks the agent: its question and every mapped column."""
+    return sorted(k for k in {"question", *columns} if k in data)
+
+
+def _row_hash(row: Mapping[Any, Any], data: Mapping[str, Any], answer: str | None, columns: Mapping[str, str]) -> str:
+    """A row's stable id: a hash of what it asks and its answer (of the whole row when it asks
+    nothing by name), so a column added to the file moves no row to another split."""
+    asked = _asked(data, columns)
+    key: Any = {"asked": {k: data[k] for k in asked}, "answer": data.get(answer) if answer else None} if asked else row
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _check_filled(tasks: list[Task], rows: list[Any], label: str, answer: str | None,
+                  columns: Mapping[str, str]) -> None:
+    """Refuse rows whose question, answer or mapped cell is empty (a CSV's missing value is an
+    empty string): the agent would be asked nothing, or graded against nothing."""
+    empty: dict[str, list[int]] = {}
+    for number, (task, row) in enumerate(zip(tasks, rows), 1):
+        if isinstance(row, Task):
+            continue
+        for name in [*_asked(task.data, columns), *([answer] if answer is not None else [])]:
+            value = task.data.get(name)
+            if value is None or (isinstance(value, str) and not value.strip()):
+                column = columns.get(name, name)
+                empty.setdefault(column if column == name else f"{column} (read as {name})", []).append(number)
+    if empty:
+        column, numbers = next(iter(empty.items()))
+        shown = ", ".join(map(str, numbers[:8])) + (f" and {len(numbers) - 8} more" if len(numbers) > 8 else "")
+        others = f"; other empty columns: {', '.join(list(empty)[1:])}" if len(empty) > 1 else ""
+        raise ConfigError(f"{label}: column {column} is empty in row{'s' if len(numbers) > 1 else ''} {shown}{others}; "
+                          "fill those cells or drop the rows")
 
 
 def _check_unique(tasks: list[Task], label: str) -> None:
     seen: dict[str, int] = {}
     for number, task in enumerate(tasks, 1):
         if task.id in seen:
-            what = "the same row twice" if task.id.startswith("row-") else f"id {task.id!r} twice"
+            what = ("the same question and answer (and no id column: name one with --set data.id=COLUMN if "
+                    "they are different tasks)") if task.id.startswith("row-") else f"id {task.id!r} twice"
             raise ConfigError(f"{label}: rows {seen[task.id]} and {number} have {what}; task ids must be unique "
                               "(remove the duplicate or give each row its own id)")
         seen[task.id] = number

@@ -143,7 +143,7 @@ class TrainConfig(_Config):
     """Everything one ``tracerl train`` run needs."""
 
     task: str = Field("arithmetic", description="task name in the registry (tracerl tasks list); "
-                      "ignored when data is given")
+                      "\"data\" when data is given")
     data: DataConfig | None = Field(None, description="the user's own tasks (--data): a file, a datasets "
                                     "folder, hf:org/name, or module:fn; overrides task")
     agent: str | None = Field(
@@ -155,6 +155,12 @@ class TrainConfig(_Config):
         "agent's own returned reward)")
     reward_options: dict[str, Any] = Field(
         default_factory=dict, description="options of a built-in grader, e.g. {pattern: 'Answer: (\\d+)'} for regex")
+    reward_max: float = Field(
+        1.0, description="the best reward: where the reward function gives no is_correct, an episode counts as "
+        "correct for accuracy when its reward reaches this (the built-in graders and tasks give is_correct)")
+    max_grading_errors: float = Field(
+        0.1, ge=0, le=1, description="stop the run when more than this share of a step's or an evaluation's "
+        "episodes could not be graded (the reward function raised or returned no number)")
     model: str | None = Field(None, description="HF model path or hub id (default: the bundled tiny model)")
     from_traces: Path | None = Field(
         None, description="train on exported traces (traces.db or spans .jsonl) instead of live rollouts; "
@@ -228,6 +234,11 @@ class TrainConfig(_Config):
 
     @model_validator(mode="after")
     def _check(self) -> TrainConfig:
+        if self.data is not None and self.task != "data":
+            if "task" in self.model_fields_set:
+                raise ValueError(f"task {self.task!r} and data ({self.data.path}) both say what to train on; "
+                                 "keep one of them")
+            self.__dict__["task"] = "data"  # what the run trains on, as --dry-run and config.json show it
         if self.from_traces is not None and self.algo.type != "rft":
             raise ValueError("from_traces trains on recorded episodes, which needs algo type rft "
                              "(their logprobs belong to an old policy); pass --algo rft")

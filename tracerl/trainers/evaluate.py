@@ -20,11 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tracerl.core.grading import accuracy_rule
 from tracerl.core.otel import Tracing
 from tracerl.core.rollout import RolloutFunction, RolloutSettings
 from tracerl.core.types import Episode, Task
 
-from .metrics import is_correct, used_tools
+from .metrics import is_correct, judged_by_reward_max, used_tools
 from .rollouts import rollout_seed, run_rollouts
 
 EVAL_SEED = -1  # the rollout_seed "step" of evaluations, apart from every training step
@@ -58,18 +59,27 @@ class EvalReport:
     reasons: dict[str, int] = field(default_factory=dict)
     reward_mean: float = 0.0
     tool_use: float | None = None  # share of episodes that called a tool; None when none was offered
+    reward_max: float = 1.0  # the reward that counts as correct where the reward gave no is_correct
+    judged_by_reward_max: int = 0  # episodes whose correctness came from that rule
+
+    @property
+    def accuracy_rule(self) -> str | None:
+        """How accuracy was counted when not (only) by ``is_correct``, to print beside it."""
+        return accuracy_rule(self.judged_by_reward_max, self.reward_max)
 
     @classmethod
-    def from_episodes(cls, episodes: list[Episode], n: int, ks: Sequence[int] = ()) -> EvalReport:
+    def from_episodes(cls, episodes: list[Episode], n: int, ks: Sequence[int] = (),
+                      reward_max: float = 1.0) -> EvalReport:
         by_task: dict[str, list[Episode]] = {}
         for ep in episodes:
             by_task.setdefault(ep.task.id if ep.task else ep.id, []).append(ep)
-        report = cls(episodes=episodes, n=n)
+        report = cls(episodes=episodes, n=n, reward_max=reward_max,
+                     judged_by_reward_max=judged_by_reward_max(episodes))
         report.reasons = dict(Counter(ep.termination_reason.value for ep in episodes))
         report.reward_mean = statistics.fmean([ep.reward or 0.0 for ep in episodes]) if episodes else 0.0
         if any(s.tools for ep in episodes for s in ep.steps):
             report.tool_use = sum(map(used_tools, episodes)) / len(episodes)
-        correct = [sum(map(is_correct, eps)) for eps in by_task.values()]
+        correct = [sum(is_correct(ep, reward_max) for ep in eps) for eps in by_task.values()]
         counts = [len(eps) for eps in by_task.values()]
         report.accuracy, report.accuracy_ci = _mean_ci([c / m for c, m in zip(correct, counts)])
         for k in ks:
@@ -98,22 +108,23 @@ def evaluate(
     concurrency: int = 32,
     tag: str = "eval",
     reward: Any = None,
+    reward_max: float = 1.0,
 ) -> EvalReport:
     """Run ``n`` rollouts of every task (seeded by position), graded by ``reward`` when given,
-    and summarise them."""
+    and summarise them; their episode spans say ``eval``, so nothing trains on them later."""
     jobs = [
         (task, f"{tag}-t{i}-n{j}", settings.model_copy(update={"seed": rollout_seed(seed, EVAL_SEED, i, j)}))
         for i, task in enumerate(tasks) for j in range(n)
     ]
-    episodes = run_rollouts(agent, jobs, tracing=tracing, concurrency=concurrency, reward=reward)
-    return EvalReport.from_episodes(episodes, n, ks)
+    episodes = run_rollouts(agent, jobs, tracing=tracing, concurrency=concurrency, reward=reward, kind="eval")
+    return EvalReport.from_episodes(episodes, n, ks, reward_max)
 
 
 def run_eval_command(
     task: str, settings: RolloutSettings, *, agent: str | None, model: str | None, external: bool, n: int,
     ks: Sequence[int], concurrency: int, max_examples: int, split: str, seed: int, output: Path,
     litellm_model: str | None = None, data: Any = None, reward: str | None = None,
-    reward_options: dict[str, Any] | None = None,
+    reward_options: dict[str, Any] | None = None, reward_max: float = 1.0,
 ) -> EvalReport:
     """``tracerl eval``: serve ``model`` in-process unless ``external``, evaluate, save episodes.
 
@@ -146,7 +157,7 @@ def run_eval_command(
     tracing.store(store)
     if external and not litellm_model:
         report = evaluate(fn, tasks, settings, tracing=tracing, n=n, ks=ks, seed=seed, concurrency=concurrency,
-                          reward=grader)
+                          reward=grader, reward_max=reward_max)
     else:
         from tracerl.gateway.server import GatewayServer
 
@@ -156,13 +167,14 @@ def run_eval_command(
                 local = settings.model_copy(update={"gateway_url": gateway.url, "session_path": True,
                                                     "model": engine.model_name})
                 report = evaluate(fn, tasks, local, tracing=tracing, n=n, ks=ks, seed=seed, concurrency=concurrency,
-                                  reward=grader)
+                                  reward=grader, reward_max=reward_max)
         finally:
             _close(engine)
     with open(output / "episodes.jsonl", "w") as fh:
         for ep in report.episodes:
             fh.write(ep.model_dump_json() + "\n")
     summary = {"task": spec.name, "n": n, "accuracy": report.accuracy, "accuracy_ci95": report.accuracy_ci,
+               "accuracy_rule": report.accuracy_rule or "is_correct", "judged_by_reward_max": report.judged_by_reward_max,
                "pass_at_k": {str(k): {"value": v, "ci95": c} for k, (v, c) in report.pass_at.items()},
                "reward_mean": report.reward_mean, "termination_reasons": report.reasons}
     (output / "report.json").write_text(json.dumps(summary, indent=2))

@@ -30,23 +30,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tracerl.core.errors import ConfigError, RolloutError
+from tracerl.core.errors import ConfigError, GradingError, RolloutError
+from tracerl.core.grading import check_grading
 from tracerl.core.otel import Tracing, setup_tracing
 from tracerl.core.rollout import RolloutFunction, RolloutSettings
 from tracerl.core.store import SpanStore
-from tracerl.core.types import Episode, Task, Trajectory
+from tracerl.core.types import Episode, Task, TerminationReason, Trajectory
 from tracerl.runs.folder import write_status
 
 from . import checkpoint, distributed, precision, serving
 from .batching import make_batch
 from .config import RFT, TrainConfig
-from .evaluate import evaluate, failed_episodes
+from .evaluate import EvalReport, evaluate, failed_episodes
 from .metrics import MetricsLogger, episode_metrics, memory_metrics
 from .model_path import resolve_model
 from .policy import Policy, follow, load_policy
 from .producer import Producer
 from .progress import Progress
-from .rft import load_traces, make_rft_batch, select, sft_rows
+from .rft import (
+    HELDOUT_FILE,
+    drop_held_out,
+    load_traces,
+    make_rft_batch,
+    recorded_heldout,
+    select,
+    sft_rows,
+)
 from .rollouts import load_agent, rollout_seed, run_rollouts, task_reward
 
 log = logging.getLogger(__name__)
@@ -54,12 +63,17 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class TrainResult:
-    """What a run achieved: held-out accuracy before and after, and the metrics of every step."""
+    """What a run achieved: held-out accuracy (and mean reward) before and after, and the
+    metrics of every step. ``accuracy_rule`` says how accuracy was counted when the reward
+    gave no ``is_correct`` (None when it always did)."""
 
     run_dir: Path
     accuracy_before: float | None
     accuracy_after: float | None
     history: list[dict[str, float]] = field(default_factory=list)
+    reward_before: float | None = None
+    reward_after: float | None = None
+    accuracy_rule: str | None = None
     final_checkpoint: Path | None = None
     start_step: int = 0  # > 0 when the run resumed
     resumed_from: Path | None = None  # the checkpoint it resumed from
@@ -87,6 +101,8 @@ class _Run:
     eval_tasks: list[Task]
     policy: Policy = None  # type: ignore[assignment]  # set right after the inputs
     offline: list[Trajectory] = field(default_factory=list)  # from_traces: what passed the bar
+    heldout_ids: set[str] = field(default_factory=set)  # every held-out task: never trained on
+    ready: dict[str, Episode] = field(default_factory=dict)  # rolled out ahead of its step (the preflight)
     agent_spec: str = "module:fn"  # how to name the agent in a message (--agent ...)
     reward: Any = None  # the reward function grading what the agent returns (None: its own reward)
     failed_steps: int = 0  # consecutive steps whose every rollout failed
@@ -110,7 +126,7 @@ def train(cfg: TrainConfig, *, agent: RolloutFunction | None = None, tracing: Tr
     run.policy = policy = load_policy(cfg, base, found, device, group)
     run.version = policy.version
     if cfg.from_traces is not None:
-        run.offline = _offline_trajectories(cfg, policy.tokenizer)
+        run.offline = _offline_trajectories(cfg, policy.tokenizer, run.heldout_ids)
     progress = Progress(cfg, console, start=policy.step)
     logger = MetricsLogger(cfg.output, cfg)
     result = TrainResult(cfg.output, None, None, start_step=policy.step, resumed_from=policy.resumed_from)
@@ -119,8 +135,10 @@ def train(cfg: TrainConfig, *, agent: RolloutFunction | None = None, tracing: Tr
         with serving.serve(cfg, base, run.store) as (gateway_url, engine):
             engine.update_weights(policy.weights(), run.version)  # resumed or adapted weights
             settings = cfg.rollout.model_copy(update={"gateway_url": gateway_url, "store": run.store.path})
+            if run.reward is not None and not cfg.from_traces:
+                _preflight(run, settings)
             if policy.step == 0 and run.eval_tasks:
-                result.accuracy_before = _evaluate(run, settings, 0, logger, progress)
+                _evaluated(result, _evaluate(run, settings, 0, logger, progress), "before")
             elif run.eval_tasks:  # measured by the run this one continues
                 result.accuracy_before = _earlier_accuracy(cfg.output)
             producer = Producer(lambda step: _rollouts(run, settings, step), policy.step, cfg.steps,
@@ -131,7 +149,9 @@ def train(cfg: TrainConfig, *, agent: RolloutFunction | None = None, tracing: Tr
                 _push_weights(run, engine)
                 producer.updated(step)
                 if run.eval_tasks and cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step + 1 < cfg.steps:
-                    metrics["eval/accuracy"] = _evaluate(run, settings, step + 1, None, progress)
+                    report = _evaluate(run, settings, step + 1, None, progress)
+                    metrics.update({"eval/accuracy": report.accuracy, "eval/reward_mean": report.reward_mean,
+                                    "eval/judged_by_reward_max": float(report.judged_by_reward_max)})
                 logger.log(step + 1, metrics)
                 result.history.append({"step": step + 1, **metrics})
                 progress.step(step + 1, metrics)
@@ -140,7 +160,7 @@ def train(cfg: TrainConfig, *, agent: RolloutFunction | None = None, tracing: Tr
                 if not all_failed and ((cfg.save_every and (step + 1) % cfg.save_every == 0) or step + 1 == cfg.steps):
                     result.final_checkpoint = _save(run, step + 1)
             if run.eval_tasks:
-                result.accuracy_after = _evaluate(run, settings, cfg.steps, logger, progress)
+                _evaluated(result, _evaluate(run, settings, cfg.steps, logger, progress), "after")
     except KeyboardInterrupt as exc:
         write_status(cfg.output, "interrupted")
         done = int(result.history[-1]["step"]) if result.history else policy.step
@@ -229,19 +249,39 @@ def _inputs(cfg: TrainConfig, agent: RolloutFunction | None, tracing: Tracing | 
     if cfg.eval_size and not run.eval_tasks:
         log.warning("%s has no held-out tasks, so no accuracy is measured: pass --eval-data, --holdout or "
                     "--set data.split_column=COLUMN", spec.name)
+    run.heldout_ids = _heldout_ids(spec, run.eval_tasks)
+    # kept beside the run's traces: whoever trains on them later (--from-traces) leaves these out
+    (cfg.output / HELDOUT_FILE).write_text(json.dumps({"task_ids": sorted(run.heldout_ids)}))
     return run
 
 
-def _offline_trajectories(cfg: TrainConfig, tokenizer: Any) -> list[Trajectory]:
-    """from_traces: the recorded trajectories that pass the bar, in a seeded order."""
+def _heldout_ids(spec: Any, eval_tasks: list[Task]) -> set[str]:
+    """The ids of every held-out task: the user's whole held-out split (the run evaluates the
+    first eval_size of it), else the tasks evaluated."""
+    from tracerl.tasks.data import UserTasks
+
+    test = spec.source.test if isinstance(spec.source, UserTasks) else eval_tasks
+    return {t.id for t in test}
+
+
+def _offline_trajectories(cfg: TrainConfig, tokenizer: Any, heldout: set[str]) -> list[Trajectory]:
+    """from_traces: the recorded trajectories that pass the bar, in a seeded order; none of an
+    evaluation, and none of a task held out here or by the run that recorded them."""
     assert isinstance(cfg.algo, RFT)
-    episodes = load_traces(Path(str(cfg.from_traces)), tokenizer)
+    path = Path(str(cfg.from_traces))
+    episodes, dropped = drop_held_out(load_traces(path, tokenizer), heldout | recorded_heldout(path))
+    if dropped:
+        log.warning("--from-traces %s: left out %d of %d episodes: evaluations, or of tasks held out (by this run "
+                    "or the one that recorded them), so the accuracy measured here is on tasks never trained on",
+                    path, dropped, dropped + len(episodes))
     chosen = [traj for _, traj in select(episodes, cfg.algo, {r.value for r in cfg.exclude})]
     if not chosen:
-        raise ConfigError(f"--from-traces {cfg.from_traces}: none of its {len(episodes)} episodes has a "
+        raise ConfigError(f"--from-traces {cfg.from_traces}: none of its {len(episodes)} trainable episodes has a "
                           f"trajectory with reward >= {cfg.algo.min_reward}; lower --set algo.min_reward")
     random.Random(cfg.seed).shuffle(chosen)
-    log.info("from traces: %d of %d episodes pass the bar", len(chosen), len(episodes))
+    per_task = "the best passing one per task and agent" if cfg.algo.best_of_group else "every passing one"
+    log.warning("--from-traces %s: training on %d trajectories of %d episodes, %s (algo.best_of_group=%s)",
+                path, len(chosen), len(episodes), per_task, str(cfg.algo.best_of_group).lower())
     return chosen
 
 
@@ -272,18 +312,43 @@ def _steps(run: _Run, producer: Producer) -> Iterator[tuple[int, list[Episode], 
         producer.close()
 
 
-def _rollouts(run: _Run, settings: RolloutSettings, step: int) -> list[Episode]:
-    """The episodes of training step ``step``: ``group_size`` rollouts of each of its tasks."""
+def _jobs(run: _Run, settings: RolloutSettings, step: int) -> list[tuple[Task, str, RolloutSettings]]:
+    """Training step ``step``'s rollouts: ``group_size`` of each of its tasks, seeded by position."""
     cfg = run.cfg
     tasks = run.train_tasks[step * cfg.batch_size:(step + 1) * cfg.batch_size]
-    jobs = [
+    return [
         (task, f"{run.nonce}-s{step}-t{i}-g{g}",
          settings.model_copy(update={"seed": rollout_seed(cfg.seed, step, i, g)}))
         for i, task in enumerate(tasks) for g in range(cfg.group_size)
     ]
-    episodes = run_rollouts(run.agent, jobs, tracing=run.tracing, concurrency=cfg.concurrency, reward=run.reward)
+
+
+def _rollouts(run: _Run, settings: RolloutSettings, step: int) -> list[Episode]:
+    """The episodes of training step ``step`` (the one :func:`_preflight` ran already kept)."""
+    cfg = run.cfg
+    jobs = _jobs(run, settings, step)
+    ready = run.ready.pop(jobs[0][1], None)
+    episodes = run_rollouts(run.agent, jobs[1:] if ready else jobs, tracing=run.tracing,
+                            concurrency=cfg.concurrency, reward=run.reward)
+    episodes = [ready, *episodes] if ready else episodes
     _check_failures(run, episodes, step)
+    check_grading(episodes, cfg.max_grading_errors, f"step {step + 1}")  # before the update that would use them
     return episodes
+
+
+def _preflight(run: _Run, settings: RolloutSettings) -> None:
+    """Grade one episode before anything else: a reward function that cannot run stops the run
+    here, in seconds, not after an evaluation and a step spent on ungraded episodes. It is the
+    first rollout of the first step, which keeps it."""
+    job = _jobs(run, settings, run.policy.step)[0]
+    (episode,) = run_rollouts(run.agent, [job], tracing=run.tracing, concurrency=1, reward=run.reward)
+    if episode.termination_reason is TerminationReason.GRADING_ERROR:
+        raise GradingError(
+            f"the reward function failed on the first episode (task {job[0].id}, episode {episode.id}), before "
+            f"any training: {(episode.error or '').strip().splitlines()[0][:300]}; try it alone with `tracerl eval "
+            f"{_task_args(run.cfg)} --agent {run.agent_spec} --reward {run.cfg.reward or '...'} --max-examples 1`",
+            episode_id=episode.id)
+    run.ready[episode.id] = episode
 
 
 def _train_step(run: _Run, episodes: list[Episode], rollout_s: float) -> dict[str, float]:
@@ -292,7 +357,7 @@ def _train_step(run: _Run, episodes: list[Episode], rollout_s: float) -> dict[st
     batch = (make_rft_batch if isinstance(cfg.algo, RFT) else make_batch)(episodes, cfg)
     update = run.policy.update(batch.rows)
     t2 = time.perf_counter()
-    metrics = {**episode_metrics(episodes), **batch.metrics, **update}
+    metrics = {**episode_metrics(episodes, reward_max=cfg.reward_max), **batch.metrics, **update}
     metrics["time/rollout_s"] = rollout_s
     metrics["time/update_s"] = t2 - t1
     metrics["throughput/rollout_tokens_per_s"] = metrics.get("rollout/response_tokens", 0.0) / max(rollout_s, 1e-9)
@@ -332,16 +397,26 @@ def _task_args(cfg: TrainConfig) -> str:
 
 
 def _evaluate(run: _Run, settings: RolloutSettings, step: int, logger: MetricsLogger | None,
-              progress: Progress) -> float:
+              progress: Progress) -> EvalReport:
     """Held-out accuracy of the current weights: exactly what ``tracerl eval`` computes."""
     cfg = run.cfg
     report = evaluate(run.agent, run.eval_tasks, settings.model_copy(update={"temperature": cfg.eval_temperature}),
                       tracing=run.tracing, seed=cfg.seed, concurrency=cfg.concurrency,
-                      tag=f"{run.nonce}-eval{step}", reward=run.reward)
+                      tag=f"{run.nonce}-eval{step}", reward=run.reward, reward_max=cfg.reward_max)
+    check_grading(report.episodes, cfg.max_grading_errors,
+                  "the held-out evaluation " + ("before training" if step == 0 else f"after step {step}"))
     if logger is not None:
-        logger.log(step, episode_metrics(report.episodes, prefix="eval"))
-    progress.evaluated(step, report.accuracy, report.tool_use)
-    return report.accuracy
+        logger.log(step, episode_metrics(report.episodes, prefix="eval", reward_max=cfg.reward_max))
+    progress.evaluated(step, report)
+    return report
+
+
+def _evaluated(result: TrainResult, report: EvalReport, when: str) -> None:
+    if when == "before":
+        result.accuracy_before, result.reward_before = report.accuracy, report.reward_mean
+    else:
+        result.accuracy_after, result.reward_after = report.accuracy, report.reward_mean
+    result.accuracy_rule = result.accuracy_rule or report.accuracy_rule
 
 
 def _save(run: _Run, step: int) -> Path:

@@ -22,8 +22,11 @@ from .config import TrainConfig
 log = logging.getLogger(__name__)
 
 
-def episode_metrics(episodes: Sequence[Episode], prefix: str = "rollout") -> dict[str, float]:
-    """Reward, accuracy, lengths, token-id health and termination reasons of a set of episodes."""
+def episode_metrics(episodes: Sequence[Episode], prefix: str = "rollout", reward_max: float = 1.0) -> dict[str, float]:
+    """Reward, accuracy, lengths, token-id health and termination reasons of a set of episodes.
+
+    ``{prefix}/judged_by_reward_max`` counts the episodes whose correctness came from the
+    ``reward_max`` rule (their reward gave no ``is_correct``; see :func:`is_correct`)."""
     if not episodes:
         return {}
     rewards = [float(ep.reward) if ep.reward is not None else 0.0 for ep in episodes]
@@ -32,7 +35,8 @@ def episode_metrics(episodes: Sequence[Episode], prefix: str = "rollout") -> dic
     out = {
         f"{prefix}/reward_mean": statistics.fmean(rewards),
         f"{prefix}/reward_std": statistics.pstdev(rewards),
-        f"{prefix}/accuracy": accuracy(episodes),
+        f"{prefix}/accuracy": accuracy(episodes, reward_max),
+        f"{prefix}/judged_by_reward_max": float(judged_by_reward_max(episodes)),
         f"{prefix}/episodes": float(len(episodes)),
         f"{prefix}/llm_calls_mean": len(steps) / len(episodes),
         f"{prefix}/response_length_mean": statistics.fmean(lengths) if lengths else 0.0,
@@ -52,14 +56,24 @@ def used_tools(ep: Episode) -> bool:
     return any(s.output_message is not None and s.output_message.tool_calls for s in ep.steps)
 
 
-def is_correct(ep: Episode) -> bool:
-    """Correct as the agent said (``is_correct``), else a positive reward."""
-    return bool(ep.is_correct) if ep.is_correct is not None else (ep.reward or 0.0) > 0
+def is_correct(ep: Episode, reward_max: float = 1.0) -> bool:
+    """Correct as the reward said (``is_correct``: the built-in graders and tasks always say),
+    else when its reward reached ``reward_max``, the declared best reward. Never "reward > 0":
+    partial credit for a wrong answer (0.1 for calling the tool) is not a right answer."""
+    if ep.is_correct is not None:
+        return bool(ep.is_correct)
+    return ep.reward is not None and ep.reward >= reward_max - 1e-9
 
 
-def accuracy(episodes: Sequence[Episode]) -> float:
-    """Share of correct episodes."""
-    return sum(map(is_correct, episodes)) / len(episodes) if episodes else 0.0
+def judged_by_reward_max(episodes: Sequence[Episode]) -> int:
+    """Episodes graded without ``is_correct``, whose correctness :func:`is_correct` read off the
+    reward (episodes without any reward are wrong either way)."""
+    return sum(1 for ep in episodes if ep.is_correct is None and ep.reward is not None)
+
+
+def accuracy(episodes: Sequence[Episode], reward_max: float = 1.0) -> float:
+    """Share of correct episodes (see :func:`is_correct`)."""
+    return sum(is_correct(ep, reward_max) for ep in episodes) / len(episodes) if episodes else 0.0
 
 
 class MetricsLogger:

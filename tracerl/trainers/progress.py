@@ -27,11 +27,14 @@ class Progress:
         self._task = self._bar.add_task("train", total=cfg.steps, completed=start, status="")
         self._bar.start()
 
-    def evaluated(self, step: int, acc: float, tool_use: float | None = None) -> None:
+    def evaluated(self, step: int, report: Any) -> None:
+        """One line per evaluation (an EvalReport): accuracy, how it was counted, mean reward."""
         if self.console is not None and self.cfg.progress:
             when = "before training" if step == 0 else "after training" if step == self.cfg.steps else f"at step {step}"
-            tools = "" if tool_use is None else f"  (a tool called in {tool_use:.0%} of episodes)"
-            self.console.print(f"held-out accuracy {when}: [bold]{acc:.1%}[/]{tools}")
+            rule = f" ({report.accuracy_rule})" if report.accuracy_rule else ""
+            tools = "" if report.tool_use is None else f", a tool called in {report.tool_use:.0%} of episodes"
+            self.console.print(f"held-out accuracy {when}: [bold]{report.accuracy:.1%}[/]{rule}  "
+                               f"(mean reward {report.reward_mean:.3f}{tools})")
 
     def step(self, step: int, metrics: dict[str, float]) -> None:
         if self._bar is None:

@@ -1,14 +1,19 @@
 """Rejection-sampling fine-tuning: keep the trajectories whose reward passes a bar, and
 fine-tune on their model tokens with a supervised loss.
 
-Two sources: live rollouts (best of the group's G samples, `--algo rft`) and exported traces
-of a running app (`--from-traces traces.db|spans.jsonl`) whose rewards were emitted in
-production with ``tracerl.emit_reward``. Steps recorded without a gateway have no token ids;
-they are tokenized here with the policy's own chat template and flagged ``retokenized``.
+Two sources: live rollouts (`--algo rft`) and exported traces of a running app or an earlier
+run (`--from-traces traces.db|spans.jsonl`) whose rewards were emitted in production with
+``tracerl.emit_reward`` or by a reward function. Per task, ``algo.best_of_group`` (default
+on) keeps only the best passing sample of each (task, agent) group; off, every passing one.
+From traces, evaluation episodes and every task held out (by this run, or by the run that
+recorded them: its ``heldout.json``) are left out. Steps recorded without a gateway have no
+token ids; they are tokenized here with the policy's own chat template and flagged
+``retokenized``.
 """
 
 from __future__ import annotations
 
+import json
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -61,6 +66,29 @@ def make_rft_batch(episodes: Sequence[Episode], cfg: TrainConfig) -> Batch:
     batch.metrics["rft/kept_trajectories"] = float(len(chosen))
     batch.metrics["rft/kept_share"] = len(chosen) / max(1, sum(len(ep.trajectories) for ep in episodes))
     return batch
+
+
+HELDOUT_FILE = "heldout.json"  # in a run folder: {"task_ids": [...]}, the tasks it holds out
+
+
+def recorded_heldout(traces: Path) -> set[str]:
+    """The held-out task ids of the run that recorded ``traces`` (its folder's heldout.json,
+    when the traces are that run's traces.db or sit beside it)."""
+    try:
+        doc = json.loads((traces.parent / HELDOUT_FILE).read_text())
+    except (OSError, ValueError):
+        return set()
+    ids = doc.get("task_ids") if isinstance(doc, dict) else None
+    return {str(i) for i in ids} if isinstance(ids, list) else set()
+
+
+def drop_held_out(episodes: Sequence[Episode], heldout: set[str]) -> tuple[list[Episode], int]:
+    """The episodes one may train on, and how many were left out: evaluations (their spans say
+    ``kind=eval``), and any episode of a task in ``heldout`` or evaluated anywhere in the
+    traces, so that an accuracy measured on held-out tasks never saw them trained on."""
+    evaluated = heldout | {ep.task.id for ep in episodes if ep.kind == "eval" and ep.task is not None}
+    kept = [ep for ep in episodes if ep.kind != "eval" and (ep.task is None or ep.task.id not in evaluated)]
+    return kept, len(episodes) - len(kept)
 
 
 def load_traces(path: Path, tokenizer: Any) -> list[Episode]:

@@ -17,6 +17,7 @@ from tracerl.core.errors import ConfigError
 from tracerl.core.imports import load_callable
 from tracerl.core.otel import Tracing
 from tracerl.core.rollout import RolloutFunction, RolloutSettings, rollout
+from tracerl.core.semconv import EPISODE_KIND
 from tracerl.core.types import Episode, Task, TerminationReason
 
 
@@ -53,14 +54,16 @@ def run_rollouts(
     tracing: Tracing,
     concurrency: int,
     reward: Any = None,
+    kind: str = "train",
 ) -> list[Episode]:
     """Run ``(task, episode_id, settings)`` jobs, ``concurrency`` at a time; episodes in job
-    order, each graded by ``reward`` when given (see tracerl.core.grading)."""
+    order, each graded by ``reward`` when given (see tracerl.core.grading). ``kind`` marks
+    their episode spans (``tracerl.episode.kind``): ``eval`` episodes are never trained on."""
     if agent.is_async:
-        return asyncio.run(_run_async(agent, jobs, tracing, concurrency, reward))
+        return asyncio.run(_run_async(agent, jobs, tracing, concurrency, reward, kind))
     pool = concurrent.futures.ThreadPoolExecutor(concurrency, thread_name_prefix="tracerl-agent")
     try:
-        futures = [pool.submit(_guarded, agent, t, eid, s, tracing, reward) for t, eid, s in jobs]
+        futures = [pool.submit(_guarded, agent, t, eid, s, tracing, reward, kind) for t, eid, s in jobs]
         episodes = [f.result() for f in futures]
     except BaseException:  # Ctrl-C: drop the queued rollouts now; running ones end on their own, unlogged
         agent.quiet = True
@@ -71,27 +74,29 @@ def run_rollouts(
 
 
 def _guarded(agent: Callable[..., Any], task: Task, episode_id: str, settings: RolloutSettings,
-             tracing: Tracing, reward: Any) -> Episode:
+             tracing: Tracing, reward: Any, kind: str) -> Episode:
     try:
-        return agent(task, settings, episode_id=episode_id, tracing=tracing, reward=reward)
+        return agent(task, settings, episode_id=episode_id, tracing=tracing, reward=reward,
+                     attributes={EPISODE_KIND: kind})
     except Exception as exc:  # noqa: BLE001 - assembling the episode itself failed
-        return _failed(task, episode_id, exc)
+        return _failed(task, episode_id, exc, kind)
 
 
 async def _run_async(agent: RolloutFunction, jobs: Sequence[tuple[Task, str, RolloutSettings]],
-                     tracing: Tracing, concurrency: int, reward: Any) -> list[Episode]:
+                     tracing: Tracing, concurrency: int, reward: Any, kind: str) -> list[Episode]:
     gate = asyncio.Semaphore(concurrency)
 
     async def one(task: Task, episode_id: str, settings: RolloutSettings) -> Episode:
         async with gate:
             try:
-                return await agent.acall(task, settings, episode_id=episode_id, tracing=tracing, reward=reward)
+                return await agent.acall(task, settings, episode_id=episode_id, tracing=tracing, reward=reward,
+                                         attributes={EPISODE_KIND: kind})
             except Exception as exc:  # noqa: BLE001
-                return _failed(task, episode_id, exc)
+                return _failed(task, episode_id, exc, kind)
 
     return list(await asyncio.gather(*(one(*job) for job in jobs)))
 
 
-def _failed(task: Task, episode_id: str, exc: Exception) -> Episode:
+def _failed(task: Task, episode_id: str, exc: Exception, kind: str) -> Episode:
     return Episode(id=episode_id, task=task, termination_reason=TerminationReason.ERROR,
-                   error=f"{type(exc).__name__}: {exc}")
+                   error=f"{type(exc).__name__}: {exc}", kind=kind)

@@ -90,7 +90,9 @@ async function loadRuns() {
 function renderSummary() {
   const r = state.runs.find((x) => x.name === state.focus);
   if (!r) return;
-  $("#summary").textContent = `${r.task} · ${r.algo || ""} · step ${r.steps_done}/${r.steps} · accuracy ${pct(r.accuracy_before)} → ${pct(r.accuracy_after)}`;
+  const rule = r.accuracy_rule ? ` (${r.accuracy_rule})` : "";
+  const reward = (x) => (x === null || x === undefined ? "–" : x.toFixed(3));
+  $("#summary").textContent = `${r.task} · ${r.algo || ""} · step ${r.steps_done}/${r.steps} · accuracy ${pct(r.accuracy_before)} → ${pct(r.accuracy_after)}${rule} · mean reward ${reward(r.reward_before)} → ${reward(r.reward_after)}`;
 }
 
 async function toggleRun(name, on) {

@@ -6,14 +6,15 @@
     fn = resolve_reward("rewards.py:score")              # path/to/file.py:function
     fn(task, {"answer": "12"})                           # {"reward": 1.0, "is_correct": True}
 
-A reward function is ``fn(task, artifacts) -> float | bool | dict[str, float | bool]``:
+A reward function is ``fn(task, episode) -> float | bool | dict[str, float | bool]``:
 ``task`` is the :class:`~tracerl.core.types.Task` (``task.answer`` the reference,
-``task.data`` the row) and ``artifacts`` what the agent returned (a string ``s`` is
-``{"answer": s}``). A dict names its rewards, ``"reward"`` the main one, plus an optional
-``"is_correct"``. A function whose second parameter is named ``episode`` or annotated
-``Episode`` gets the assembled episode instead (its ``artifacts`` field holds the same dict),
-for rewards on the whole trajectory (tool calls, turns, length). :func:`normalize` turns any
-return into named rewards; :func:`wants_episode` says which argument a function takes.
+``task.data`` the row) and ``episode`` a :class:`GradedEpisode`: the assembled episode
+(``episode.steps``, for rewards on the whole trajectory: tool calls, turns, length) that also
+reads as the mapping of what the agent returned (``episode["answer"]``; a string ``s`` is
+``{"answer": s}``), whatever the parameter is named. A dict names its rewards, ``"reward"``
+the main one, plus an optional ``"is_correct"``, which accuracy counts (without it, a reward
+that reaches ``reward_max``, default 1, counts as correct). :func:`normalize` turns any
+return into named rewards.
 
 Built-ins (:mod:`.builtin`, :mod:`.judge`): exact, numeric, math, regex, contains, json, code,
 judge. The older task-specific graders stay in :mod:`.math` and :mod:`.code`.
@@ -27,7 +28,7 @@ from collections.abc import Callable
 from typing import Any, overload
 
 from tracerl.core.errors import ConfigError
-from tracerl.core.grading import normalize, wants_episode
+from tracerl.core.grading import GradedEpisode, normalize
 from tracerl.core.imports import load_callable
 
 from .builtin import (
@@ -53,7 +54,7 @@ GRADERS: dict[str, Callable[..., RewardFn]] = {
     "judge": make_judge,
 }
 
-__all__ = ["GRADERS", "RewardFn", "normalize", "resolve_reward", "reward", "reward_name", "wants_episode"]
+__all__ = ["GRADERS", "GradedEpisode", "RewardFn", "normalize", "resolve_reward", "reward", "reward_name"]
 
 _NAME_ATTR = "__tracerl_reward_name__"  # read by tracerl.core.grading.Grader.of
 
