@@ -323,8 +323,13 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=REPO / "runs" / "gpu-step")
     ap.add_argument("--trl-python", default=sys.executable, help="the Python that has TRL (default: this one)")
     ap.add_argument("--timeout", type=float, default=240.0, help="seconds per contestant")
+    ap.add_argument("--make-model", choices=sorted(SHAPES), help="only build that model folder under --out and "
+                    "print its path (bench/gpu_check.sh trains on it)")
     ap.add_argument("--worker"), ap.add_argument("--job"), ap.add_argument("--model-dir"), ap.add_argument("--result")
     args = ap.parse_args()
+    if args.make_model:
+        print(make_model(args.make_model, args.out / f"model-{args.make_model}"))
+        return
     if args.worker:
         job, model_dir = json.loads(args.job), Path(args.model_dir)
         if args.worker.startswith("trl"):

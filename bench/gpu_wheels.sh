@@ -13,5 +13,6 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
   pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 \
   fastapi==0.165.0 starlette==1.10.0 uvicorn==0.54.0 orjson==3.13.0 \
   opentelemetry-api==1.45.2 opentelemetry-sdk==1.45.2 opentelemetry-semantic-conventions==0.66b2 \
-  importlib-metadata==8.9.0 trl==1.16.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19
+  importlib-metadata==8.9.0 trl==1.16.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 \
+  pytest-asyncio==1.5.0
 du -sh .whl

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 torch = pytest.importorskip("torch")
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+pytestmark = [pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+              pytest.mark.timeout(300, method="thread")]  # a hung CUDA call fails, never holds the GPU
 
 
 def _prompts(tok, n: int = 6) -> list[list[int]]:

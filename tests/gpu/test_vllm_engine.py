@@ -5,8 +5,11 @@ from __future__ import annotations
 import pytest
 
 torch = pytest.importorskip("torch")
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-vllm = pytest.importorskip("vllm")
+# a hung CUDA or vLLM call fails its test (the thread method: it stops even a blocked C call)
+# rather than holding the lent GPU for the whole session
+pytestmark = [pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+              pytest.mark.timeout(300, method="thread")]
+vllm = pytest.importorskip("vllm", reason="not importable here")
 
 
 @pytest.fixture(scope="module")
@@ -17,6 +20,7 @@ def engine():
     eng = VLLMEngine(str(tiny_model_path()), model_name="tracerl-tiny", gpu_memory_utilization=0.2,
                      enforce_eager=True)
     yield eng
+    eng.shutdown()
 
 
 async def test_generate_returns_ids_and_processed_logprobs(engine):
@@ -54,13 +58,23 @@ async def test_weight_update_changes_outputs_and_version(engine):
 def test_sleep_then_update_serves_the_new_weights():
     """The colocated training order: sleep (memory freed), update (wakes), generate with the new
     weights; the returned logprobs are the new model's at the sampling temperature."""
-    from transformers import AutoModelForCausalLM
-
-    from tracerl.engines.base import SamplingParams
     from tracerl.engines.vllm_engine import VLLMEngine
     from tracerl.models import tiny_model_path
 
-    eng = VLLMEngine(str(tiny_model_path()), gpu_memory_utilization=0.2, enforce_eager=True, enable_sleep_mode=True)
+    eng = VLLMEngine(str(tiny_model_path()), gpu_memory_utilization=0.2, enforce_eager=True, enable_sleep_mode=True,
+                     bucket_bytes=1 << 20)  # several buckets even for the tiny model
+    try:
+        _sleep_update_generate(eng)
+    finally:
+        eng.shutdown()
+
+
+def _sleep_update_generate(eng) -> None:
+    from transformers import AutoModelForCausalLM
+
+    from tracerl.engines.base import SamplingParams
+    from tracerl.models import tiny_model_path
+
     model = AutoModelForCausalLM.from_pretrained(tiny_model_path()).cuda()
     with torch.no_grad():
         for p in model.parameters():
@@ -79,4 +93,6 @@ def test_sleep_then_update_serves_the_new_weights():
         logits = model(input_ids=ids).logits[0, len(prompt) - 1 : -1].float()
     ref = torch.log_softmax(logits / 0.9, -1).gather(-1, torch.tensor(gen.token_ids, device="cuda")[:, None])[:, 0]
     assert torch.allclose(ref.cpu(), torch.tensor(gen.logprobs), atol=2e-2)
-    asyncio.run(eng.close())
+    # a second event loop, after the first closed: the engine's own loop still serves it
+    (again,) = asyncio.run(eng.generate(prompt, SamplingParams(max_tokens=4, temperature=0.9, seed=0)))
+    assert again.weight_version == 3

@@ -56,6 +56,7 @@ class UpstreamEngine:
         request_token_ids: bool = True,
         weight_sync: str = "none",
         weights_dir: str | None = None,
+        weights_dtype: str = "auto",
     ):
         import httpx
 
@@ -81,6 +82,9 @@ class UpstreamEngine:
         if weight_sync == "disk" and not weights_dir:
             raise ConfigError("weight_sync='disk' needs weights_dir: a folder the server can read")
         self.weight_sync, self.weights_dir = weight_sync, weights_dir
+        # the file is in the dtype the server runs (bfloat16 under bf16-mixed: half the bytes of
+        # the trainer's float32 weights, to write and to read each step); "auto" keeps each tensor's
+        self.weights_dtype = weights_dtype
         self._headers, self._timeout_s = headers, timeout_s
 
     @property
@@ -158,16 +162,19 @@ class UpstreamEngine:
         if self.weight_sync == "none":
             return
         import httpx
+        import torch
         from safetensors.torch import save_file
 
         folder = Path(str(self.weights_dir))
         folder.mkdir(parents=True, exist_ok=True)
+        dtype = None if self.weights_dtype == "auto" else getattr(torch, self.weights_dtype)
         seen: set[int] = set()
         unique = {}
         for name, tensor in state_dict.items():  # tied weights once: safetensors refuses shared memory
             if tensor.data_ptr() not in seen:
                 seen.add(tensor.data_ptr())
-                unique[name] = tensor.detach().contiguous().cpu()
+                cast = tensor.detach() if dtype is None or not tensor.is_floating_point() else tensor.detach().to(dtype)
+                unique[name] = cast.contiguous().cpu()
         save_file(unique, str(folder / "model.safetensors.tmp"))
         os.replace(folder / "model.safetensors.tmp", folder / "model.safetensors")
         root = self.base_url.removesuffix("/v1")

@@ -40,6 +40,11 @@ def check(cfg: TrainConfig, device: str) -> None:
         if importlib.util.find_spec("vllm") is None:
             raise ConfigError("engine=vllm needs vLLM, which is not installed here: pip install 'tracerl[gpu]' "
                               "(in an environment whose torch is the one vLLM pins), or use --engine torch")
+        from importlib.metadata import version
+
+        from tracerl.engines.vllm_engine import check_version
+
+        check_version(version("vllm"))  # read off its metadata: importing vLLM takes seconds
         if not device.startswith("cuda"):
             raise ConfigError(f"engine=vllm needs a CUDA GPU and this run's device is {device}; "
                               "use --engine torch on CPUs")
@@ -97,7 +102,8 @@ def _engine(cfg: TrainConfig, base: str) -> Any:
         key = api_key_from_env(u.api_key_env, "upstream.api_key_env")
         return UpstreamEngine(u.url or "", u.model or base, api_key=key, tokenizer=base,
                               model_name=cfg.rollout.model, weight_sync=u.weight_sync,
-                              weights_dir=str(Path(cfg.output) / "engine-weights"))
+                              weights_dir=str(Path(cfg.output) / "engine-weights"),
+                              weights_dtype=precision.engine_dtype(cfg.precision))
     from tracerl.engines.torch_engine import TorchEngine
 
     return TorchEngine(base, model_name=cfg.rollout.model, device=cfg.device,
