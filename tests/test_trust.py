@@ -374,3 +374,15 @@ def test_the_data_modules_docstring_runs():
 
     result = doctest.testmod(tracerl.tasks.data)
     assert result.attempted >= 6 and result.failed == 0
+
+
+def test_eval_marks_held_out_episodes_eval_and_training_tasks_train(project):
+    """A teacher's traces collected on training tasks (--split train) may be trained on later;
+    an evaluation on held-out tasks never is."""
+    assert _eval(project, "partial", "--holdout", "0.25") == 0
+    held = _episodes(project / "eval")
+    assert held and {ep.kind for ep in held} == {"eval"}
+    assert _eval(project, "partial", "--holdout", "0.25", "--split", "train") == 0
+    train = _episodes(project / "eval")
+    assert train and {ep.kind for ep in train} == {"train"}
+    assert not {ep.task.id for ep in held} & {ep.task.id for ep in train}

@@ -236,6 +236,7 @@ def _step(tree: _Tree, g: sc.LLMCall | None, f: sc.LLMCall | None) -> Step:
         finish_reason=main.finish_reason or (other.finish_reason if other else None),
         model=main.model or (other.model if other else None),
         weight_version=g.weight_version if g else None,
+        tokenizer=g.tokenizer if g else None,
         start_time_ns=(f or main).span.start_ns,
         latency_s=main.latency_s if main.latency_s is not None else main.span.duration_s,
         input_tokens=main.input_tokens if main.input_tokens is not None else (other.input_tokens if other else None),

@@ -45,6 +45,7 @@ PROMPT_IDS = "tracerl.llm.prompt_token_ids"
 RESPONSE_IDS = "tracerl.llm.response_token_ids"
 RESPONSE_LOGPROBS = "tracerl.llm.response_logprobs"
 WEIGHT_VERSION = "tracerl.llm.weight_version"
+TOKENIZER = "tracerl.llm.tokenizer"  # fingerprint of the tokenizer (and chat template) that made the ids
 LATENCY_S = "tracerl.llm.latency_s"
 AGENT_NAME = "tracerl.agent.name"
 NODE_NAME = "tracerl.node.name"
@@ -125,6 +126,7 @@ class LLMCall:
     response_logprobs: list[float] | None = None
     sequence: int | None = None
     weight_version: int | None = None
+    tokenizer: str | None = None
     latency_s: float | None = None
     agent: str | None = None
     node: str | None = None
@@ -212,6 +214,8 @@ def _read_tracerl(a: dict[str, Any], call: LLMCall) -> None:
     seq, version = get(SEQUENCE), get(WEIGHT_VERSION)
     call.sequence = seq if type(seq) is int else _opt_int(seq)
     call.weight_version = version if type(version) is int else _opt_int(version)
+    fingerprint = get(TOKENIZER)
+    call.tokenizer = fingerprint if isinstance(fingerprint, str) else None
     latency = get(LATENCY_S)
     call.latency_s = float(latency) if isinstance(latency, (int, float)) else None
     call.agent = get(AGENT_NAME) or None

@@ -117,6 +117,9 @@ class Step(_Model):
     finish_reason: str | None = None
     model: str | None = None
     weight_version: int | None = None
+    tokenizer: str | None = Field(
+        None, description="fingerprint of the tokenizer and chat template that made the token ids "
+        "(tracerl.engines.base.tokenizer_fingerprint); another model's ids are re-tokenized before training")
     start_time_ns: int = 0
     latency_s: float | None = None
     input_tokens: int | None = None

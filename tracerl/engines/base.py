@@ -9,6 +9,8 @@ gateway, on the engine's tokenizer, so text is tokenized exactly once.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -52,6 +54,17 @@ class Generation:
     # stop string that ended the sample (its tokens are kept, as vLLM does not; see gateway)
     stop_reason: str | int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def tokenizer_fingerprint(tokenizer: Any) -> str:
+    """16 hex digits that change when token ids would: the vocabulary, merges and added tokens (a
+    fast tokenizer's whole definition) and the chat template; not what leaves ids alone (which
+    token pads). Recorded on every gateway span, so a trainer can tell its own ids from another
+    model's."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    body = backend.to_str() if backend is not None else json.dumps(sorted(tokenizer.get_vocab().items()))
+    template = getattr(tokenizer, "chat_template", None) or ""
+    return hashlib.sha256((body + "\x00" + template).encode()).hexdigest()[:16]
 
 
 @runtime_checkable

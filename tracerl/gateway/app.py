@@ -35,12 +35,13 @@ from tracerl.core import semconv as sc
 from tracerl.core.errors import SpanDecodeError
 from tracerl.core.spans import SpanRecord, decode_otlp
 from tracerl.core.store import SpanStore
-from tracerl.engines.base import Engine, Generation
+from tracerl.engines.base import Engine, Generation, tokenizer_fingerprint
 
 from . import protocol as p
 from . import responses as rs
 from .recording import CallRecord, gateway_span, new_ids
 from .streaming import sse_chat
+from .turns import Turns
 from .writer import SpanWriter
 
 log = logging.getLogger(__name__)
@@ -96,11 +97,16 @@ async def _send_error(send: Any, err: p.APIError) -> None:
 class Gateway:
     """The state behind the routes: engine, store (through a group-commit writer), sequence numbers."""
 
-    def __init__(self, engine: Engine, store: SpanStore, *, model_aliases: tuple[str, ...] = ()):
+    def __init__(self, engine: Engine, store: SpanStore, *, model_aliases: tuple[str, ...] = (),
+                 continue_tokens: bool = True):
         self.engine, self.store = engine, store
         self.writer = SpanWriter(store)
         self.models = {engine.model_name, *model_aliases}
         self._sequence: dict[str, int] = {}
+        tok = getattr(engine, "tokenizer", None)  # None: a passthrough upstream, whose ids are not ours to name
+        self.tokenizer_fingerprint = tokenizer_fingerprint(tok) if tok is not None else None
+        # a session's next prompt continues the tokens of its last call (see .turns)
+        self.turns = Turns(tok) if continue_tokens and tok is not None else None
 
     # -- helpers ----------------------------------------------------------------------
 
@@ -162,7 +168,7 @@ class Gateway:
                 session=session, trace_id=trace_id, parent_span_id=parent, sequence=self.next_sequence(key),
                 request=req, prompt_ids=prompt_ids, generation=g, message=message,
                 finish_reason=choice["finish_reason"], response_id=rid, model=self.engine.model_name,
-                start_ns=start, end_ns=end, stream=req.stream,
+                start_ns=start, end_ns=end, stream=req.stream, tokenizer=self.tokenizer_fingerprint,
             ))
             for g, (choice, message) in zip(gens, shaped)
         ])
@@ -180,11 +186,26 @@ class Gateway:
 
     # -- chat -------------------------------------------------------------------------
 
-    def chat_prompt(self, req: p.ChatRequest) -> list[int]:
+    async def chat_call(self, request: Request, path_session: str | None, req: p.ChatRequest
+                        ) -> tuple[str, list[Generation], list[dict[str, Any]], dict[str, int], list[int]]:
+        """One chat call on the engine, recorded: its prompt (continuing the session's tokens where
+        its last call comes back unchanged, see :mod:`.turns`), the generation, its span; returns
+        (id, generations, choices, usage, prompt ids)."""
+        session = self.session_of(path_session, dict(request.headers))[0]
+        session = None if session == UNASSIGNED else session
         messages = p.template_messages(req.messages)
+        continued = self.turns.prompt(session, messages, req.tools) if self.turns is not None else None
+        prompt_ids = continued if continued is not None else self.chat_prompt(messages, req.tools)
+        rid, gens, choices, usage = await self.run_and_record(
+            request, path_session, req, prompt_ids, lambda g, i: self.choice(g, i, req))
+        if self.turns is not None and len(gens) == 1:
+            self.turns.remember(session, messages, req.tools, prompt_ids, gens[0].token_ids, choices[0]["message"])
+        return rid, gens, choices, usage, prompt_ids
+
+    def chat_prompt(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int]:
         try:
             ids = self.engine.tokenizer.apply_chat_template(
-                messages, tools=req.tools or None, add_generation_prompt=True, tokenize=True, return_dict=False
+                messages, tools=tools or None, add_generation_prompt=True, tokenize=True, return_dict=False
             )
         except Exception as exc:  # a template error is the request's fault (bad roles/order)
             raise p.APIError(400, f"the chat template rejected these messages: {exc}", param="messages") from exc
@@ -218,9 +239,7 @@ class Gateway:
         self.check_model(req.model)
         if getattr(self.engine, "passthrough", False):
             return await self.chat_passthrough(request, path_session, req, body)
-        prompt_ids = self.chat_prompt(req)
-        rid, gens, choices, usage = await self.run_and_record(
-            request, path_session, req, prompt_ids, lambda g, i: self.choice(g, i, req))
+        rid, gens, choices, usage, prompt_ids = await self.chat_call(request, path_session, req)
         doc: dict[str, Any] = {"id": rid, "object": "chat.completion", "created": p.now(),
                                "model": self.engine.model_name, "choices": choices, "usage": usage}
         if req.return_token_ids:
@@ -289,8 +308,7 @@ class Gateway:
             usage = {k: int(got.get(k) or 0) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
             choices = doc.get("choices") or [{"message": {}, "finish_reason": "stop"}]
         else:
-            rid, _, choices, usage = await self.run_and_record(
-                request, path_session, req, self.chat_prompt(req), lambda g, i: self.choice(g, i, req))
+            rid, _, choices, usage, _ = await self.chat_call(request, path_session, req)
         answer = rs.response(rid, self.engine.model_name, choices[0].get("message") or {}, usage, body,
                              str(choices[0].get("finish_reason")))
         if req.stream:
@@ -389,9 +407,11 @@ _NO_TELEMETRY: dict[str, Any] = (
 
 
 def create_app(engine: Engine, store: SpanStore, *, api_key: str | None = None,
-               model_aliases: tuple[str, ...] = (), max_body_bytes: int = 32 * 2**20) -> FastAPI:
-    """The ASGI app. Serve it with uvicorn, or use :class:`tracerl.gateway.GatewayServer`."""
-    gw = Gateway(engine, store, model_aliases=model_aliases)
+               model_aliases: tuple[str, ...] = (), max_body_bytes: int = 32 * 2**20,
+               continue_tokens: bool = True) -> FastAPI:
+    """The ASGI app. Serve it with uvicorn, or use :class:`tracerl.gateway.GatewayServer`.
+    ``continue_tokens``: a session's next prompt continues its last call's tokens (:mod:`.turns`)."""
+    gw = Gateway(engine, store, model_aliases=model_aliases, continue_tokens=continue_tokens)
     app = FastAPI(title="tracerl gateway", docs_url=None, redoc_url=None, openapi_url=None, **_NO_TELEMETRY)
     app.state.gateway = gw
 

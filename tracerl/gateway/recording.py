@@ -36,6 +36,7 @@ class CallRecord:
     start_ns: int
     end_ns: int
     stream: bool
+    tokenizer: str | None = None  # the fingerprint of the tokenizer that made prompt_ids and the response
 
 
 def _messages(req: Any) -> list[Message]:
@@ -85,6 +86,8 @@ def gateway_span(call: CallRecord) -> SpanRecord:
             sc.RESPONSE_IDS: gen.token_ids,
             sc.WEIGHT_VERSION: gen.weight_version,
         })
+        if call.tokenizer is not None:
+            attrs[sc.TOKENIZER] = call.tokenizer
         if gen.logprobs is not None and len(gen.logprobs) == len(gen.token_ids):
             attrs[sc.RESPONSE_LOGPROBS] = gen.logprobs
     if req.requested_max_tokens is not None:

@@ -109,14 +109,17 @@ def evaluate(
     tag: str = "eval",
     reward: Any = None,
     reward_max: float = 1.0,
+    kind: str = "eval",
 ) -> EvalReport:
     """Run ``n`` rollouts of every task (seeded by position), graded by ``reward`` when given,
-    and summarise them; their episode spans say ``eval``, so nothing trains on them later."""
+    and summarise them. Their episode spans say ``kind``: ``eval`` (held-out tasks: nothing
+    trains on them later), or ``train`` where the tasks evaluated are training tasks (a
+    teacher's traces collected to train a student on)."""
     jobs = [
         (task, f"{tag}-t{i}-n{j}", settings.model_copy(update={"seed": rollout_seed(seed, EVAL_SEED, i, j)}))
         for i, task in enumerate(tasks) for j in range(n)
     ]
-    episodes = run_rollouts(agent, jobs, tracing=tracing, concurrency=concurrency, reward=reward, kind="eval")
+    episodes = run_rollouts(agent, jobs, tracing=tracing, concurrency=concurrency, reward=reward, kind=kind)
     return EvalReport.from_episodes(episodes, n, ks, reward_max)
 
 
@@ -149,7 +152,7 @@ def run_eval_command(
     spec = registry.from_data(data) if data is not None else registry.get(task)
     fn = load_agent(agent or spec.default_agent)
     grader = task_reward(reward, reward_options or {}, spec)
-    tasks = _eval_tasks(spec, split, max_examples)
+    tasks, kind = _eval_tasks(spec, split, max_examples)
     output.mkdir(parents=True, exist_ok=True)
     store = SpanStore(str(output / "traces.db"))
     settings = settings.model_copy(update={"store": store.path})
@@ -157,7 +160,7 @@ def run_eval_command(
     tracing.store(store)
     if external and not litellm_model:
         report = evaluate(fn, tasks, settings, tracing=tracing, n=n, ks=ks, seed=seed, concurrency=concurrency,
-                          reward=grader, reward_max=reward_max)
+                          reward=grader, reward_max=reward_max, kind=kind)
     else:
         from tracerl.gateway.server import GatewayServer
 
@@ -167,7 +170,7 @@ def run_eval_command(
                 local = settings.model_copy(update={"gateway_url": gateway.url, "session_path": True,
                                                     "model": engine.model_name})
                 report = evaluate(fn, tasks, local, tracing=tracing, n=n, ks=ks, seed=seed, concurrency=concurrency,
-                                  reward=grader, reward_max=reward_max)
+                                  reward=grader, reward_max=reward_max, kind=kind)
         finally:
             _close(engine)
     with open(output / "episodes.jsonl", "w") as fh:
@@ -181,13 +184,14 @@ def run_eval_command(
     return report
 
 
-def _eval_tasks(spec: Any, split: str, n: int) -> list[Task]:
-    """``n`` tasks of ``split``; the user's own data without a held-out split: its rows."""
+def _eval_tasks(spec: Any, split: str, n: int) -> tuple[list[Task], str]:
+    """``n`` tasks of ``split`` (the user's own data without a held-out split: its rows), and
+    the episode kind they make: ``eval`` for held-out tasks, ``train`` for training tasks."""
     from tracerl.tasks.data import UserTasks
 
     if isinstance(spec.source, UserTasks) and split == "test" and not spec.source.test:
-        return spec.source.tasks("train", min(n, len(spec.source.train)), seed=0)
-    return list(spec.tasks(split, n, seed=0))
+        return spec.source.tasks("train", min(n, len(spec.source.train)), seed=0), "train"
+    return list(spec.tasks(split, n, seed=0)), "train" if split == "train" else "eval"
 
 
 def _eval_engine(settings: RolloutSettings, model: str | None, litellm_model: str | None, external: bool) -> Any:

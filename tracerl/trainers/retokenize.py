@@ -1,12 +1,15 @@
-"""Token ids for steps that have none: tokenize on demand with the policy's chat template.
+"""Token ids for steps that have none, or another model's: tokenize with the policy's template.
 
 Steps recorded without a gateway (an app calling a hosted model) carry messages but no token
-ids. For SFT/RFT on such traces the trainer renders them with its own tokenizer's chat
-template: the prompt is the template of the input messages with the generation prompt, the
-response is what the template appends for the output message. These steps are flagged
-``retokenized=True`` and have no logprobs: they are fine for supervised losses, not for
-importance ratios (ARCHITECTURE: never re-tokenize text that has token ids, so steps that
-have ids are left untouched).
+ids, and steps recorded by a gateway serving another model (a teacher whose traces train a
+student) carry that model's ids, which mean nothing to the policy: each gateway span names its
+tokenizer (``Step.tokenizer``, a fingerprint of vocabulary, special tokens and chat template),
+and ids past the policy's vocabulary are foreign whatever the span says. For SFT/RFT on such
+traces the trainer renders them with its own tokenizer's chat template: the prompt is the
+template of the input messages with the generation prompt, the response is what the template
+appends for the output message. These steps are flagged ``retokenized=True`` and have no
+logprobs: they are fine for supervised losses, not for importance ratios (ARCHITECTURE: never
+re-tokenize text whose token ids are the policy's own, so those steps are left untouched).
 """
 
 from __future__ import annotations
@@ -48,9 +51,21 @@ def _ids(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, A
     return list(ids)
 
 
-def retokenize_step(step: Step, tokenizer: Any) -> Step:
-    """A copy of ``step`` with prompt/response ids from ``tokenizer``'s chat template."""
-    if step.has_tokens or step.output_message is None:
+def foreign(step: Step, tokenizer: Any, fingerprint: str) -> bool:
+    """Whether ``step``'s token ids were made by another tokenizer than ``tokenizer`` (whose
+    :func:`~tracerl.engines.base.tokenizer_fingerprint` is ``fingerprint``)."""
+    if not step.has_tokens:
+        return False
+    if step.tokenizer is not None and step.tokenizer != fingerprint:
+        return True
+    return max([*(step.prompt_ids or ()), *(step.response_ids or ())], default=-1) >= len(tokenizer)
+
+
+def retokenize_step(step: Step, tokenizer: Any, fingerprint: str | None = None) -> Step:
+    """A copy of ``step`` with prompt/response ids from ``tokenizer``'s chat template, when it
+    has none or (given ``fingerprint``, the tokenizer's) another tokenizer's."""
+    mine = step.has_tokens and (fingerprint is None or not foreign(step, tokenizer, fingerprint))
+    if mine or step.output_message is None:
         return step
     chat = _chat(step.input_messages)
     prompt = _ids(tokenizer, chat, step.tools, generation=True)
@@ -65,14 +80,15 @@ def retokenize_step(step: Step, tokenizer: Any) -> Step:
     if eos in response:
         response = response[: response.index(eos) + 1]
     return step.model_copy(update={"prompt_ids": prompt, "response_ids": response, "response_logprobs": None,
-                                   "retokenized": True})
+                                   "retokenized": True, "tokenizer": fingerprint})
 
 
-def retokenize(episode: Episode, tokenizer: Any) -> Episode:
-    """A copy of ``episode`` in which every step without ids got them from ``tokenizer``."""
+def retokenize(episode: Episode, tokenizer: Any, fingerprint: str | None = None) -> Episode:
+    """A copy of ``episode`` in which every step without ids, or (given ``fingerprint``) with
+    another tokenizer's, got them from ``tokenizer``."""
     trajectories = []
     for traj in episode.trajectories:
-        steps = [retokenize_step(s, tokenizer) for s in traj.steps]
+        steps = [retokenize_step(s, tokenizer, fingerprint) for s in traj.steps]
         sequences, breaks = build_sequences(steps)
         trajectories.append(traj.model_copy(update={"steps": steps, "sequences": sequences, "prefix_breaks": breaks}))
     reason = episode.termination_reason

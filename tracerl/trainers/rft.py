@@ -21,10 +21,11 @@ from typing import Any
 
 from tracerl.core.errors import ConfigError
 from tracerl.core.types import Episode, TerminationReason, Trajectory
+from tracerl.engines.base import tokenizer_fingerprint
 
 from .batching import Batch, Row, trajectory_reward
 from .config import RFT, TrainConfig
-from .retokenize import retokenize
+from .retokenize import foreign, retokenize
 
 
 def select(episodes: Sequence[Episode], algo: RFT, exclude: set[str]) -> list[tuple[Episode, Trajectory]]:
@@ -109,11 +110,12 @@ def load_traces(path: Path, tokenizer: Any) -> list[Episode]:
         episodes = episodes_from_store(SpanStore(str(path)))
     if not episodes:
         raise ConfigError(f"--from-traces {path}: it holds no episodes")
+    mine = tokenizer_fingerprint(tokenizer)
     out = []
     for ep in episodes:
         if ep.termination_reason is TerminationReason.MISSING_TOKEN_IDS or any(
-            not s.has_tokens for s in ep.steps
+            not s.has_tokens or foreign(s, tokenizer, mine) for s in ep.steps
         ):
-            ep = retokenize(ep, tokenizer)
+            ep = retokenize(ep, tokenizer, mine)
         out.append(ep)
     return out
