@@ -386,3 +386,16 @@ def test_eval_marks_held_out_episodes_eval_and_training_tasks_train(project):
     train = _episodes(project / "eval")
     assert train and {ep.kind for ep in train} == {"train"}
     assert not {ep.task.id for ep in held} & {ep.task.id for ep in train}
+
+
+def test_a_second_eval_into_the_same_folder_keeps_each_runs_episodes_apart(project):
+    """Their traces.db accumulates; the same episode ids would have merged two runs' spans."""
+    from tracerl.core.store import SpanStore
+
+    assert _eval(project, "partial", "--max-examples", "4") == 0
+    first = {ep.id for ep in _episodes(project / "eval")}
+    assert _eval(project, "partial", "--max-examples", "4") == 0
+    second = _episodes(project / "eval")
+    assert not first & {ep.id for ep in second} and all(len(ep.steps) == 1 for ep in second)
+    with SpanStore(project / "eval" / "traces.db", read_only=True) as store:
+        assert len(store.sessions(limit=100)) == 8

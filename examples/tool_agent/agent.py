@@ -10,9 +10,10 @@ agent_openai_agents.py.
 
 from __future__ import annotations
 
+from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.prebuilt import create_react_agent
-from shared import MODEL_CALLS, SYSTEM, calculator
+from shared import AFTER_TOOL, MODEL_CALLS, SYSTEM, calculator
 
 import tracerl
 
@@ -24,8 +25,17 @@ STEPS = 2 * MODEL_CALLS
 TOOLS = [tool(calculator)]
 
 
+def ask_for_the_answer(state: dict) -> dict:
+    """Before a model call that follows a tool's result (not its error), a user turn asking for
+    the answer; kept in the conversation, so every turn extends the one before."""
+    last = state["messages"][-1]
+    if isinstance(last, ToolMessage) and not str(last.content).startswith(("error", "Error")):
+        return {"messages": [HumanMessage(AFTER_TOOL)]}
+    return {}
+
+
 @tracerl.rollout(timeout_s=600)
 def solve(task: tracerl.Task, config: tracerl.RolloutContext) -> str:
-    agent = create_react_agent(config.chat_openai(), TOOLS, prompt=SYSTEM)
-    result = agent.invoke({"messages": [("user", task.data["question"])]}, {"recursion_limit": STEPS})
+    agent = create_react_agent(config.chat_openai(), TOOLS, prompt=SYSTEM, pre_model_hook=ask_for_the_answer)
+    result = agent.invoke({"messages": [("user", task.data["question"])]}, {"recursion_limit": STEPS + MODEL_CALLS})
     return result["messages"][-1].content  # the final reply; reward.py grades it

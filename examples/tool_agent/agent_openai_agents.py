@@ -10,8 +10,8 @@ model's, not the framework's (docs/real-model.md measures both).
 from __future__ import annotations
 
 from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, Runner, function_tool
-from agents.exceptions import MaxTurnsExceeded
-from shared import MODEL_CALLS, SYSTEM, calculator
+from agents.exceptions import AgentsException
+from shared import AFTER_TOOL, MODEL_CALLS, SYSTEM, calculator
 
 import tracerl
 
@@ -22,13 +22,20 @@ TOOLS = [function_tool(calculator)]
 
 @tracerl.rollout(timeout_s=600)
 async def solve(task: tracerl.Task, config: tracerl.RolloutContext) -> str:
-    agent = Agent(
-        name="solver", instructions=SYSTEM, tools=TOOLS,
-        model=OpenAIChatCompletionsModel(model=config.model, openai_client=config.async_openai_client()),
-        model_settings=ModelSettings(temperature=config.sampling["temperature"],
-                                     max_tokens=config.sampling.get("max_tokens")),
-    )
+    def agent(**behaviour: str) -> Agent:
+        return Agent(
+            name="solver", instructions=SYSTEM, tools=TOOLS, **behaviour,  # type: ignore[arg-type]
+            model=OpenAIChatCompletionsModel(model=config.model, openai_client=config.async_openai_client()),
+            model_settings=ModelSettings(temperature=config.sampling["temperature"],
+                                         max_tokens=config.sampling.get("max_tokens")))
+
     try:
-        return str((await Runner.run(agent, task.data["question"], max_turns=MODEL_CALLS)).final_output or "")
-    except MaxTurnsExceeded:
+        # the calculator's result first, then the same user turn agent.py's graph adds, asking for the answer
+        first = await Runner.run(agent(tool_use_behavior="stop_on_first_tool"), task.data["question"],
+                                 max_turns=MODEL_CALLS)
+        if not any(item.type == "tool_call_output_item" for item in first.new_items):
+            return str(first.final_output or "")  # it answered without the tool
+        history = [*first.to_input_list(), {"role": "user", "content": AFTER_TOOL}]
+        return str((await Runner.run(agent(), history, max_turns=MODEL_CALLS)).final_output or "")
+    except AgentsException:  # a tool it was not offered, more turns than allowed: no answer
         return ""

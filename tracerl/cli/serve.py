@@ -14,6 +14,11 @@ model_app = typer.Typer(help="Models: set up real ones offline, and the default 
                         no_args_is_help=True)
 
 
+ContinueTokens = Annotated[bool, typer.Option(
+    help="a session's next prompt continues its last call's sampled token ids when that turn comes back "
+    "unchanged (token in, token out); --no-continue-tokens renders every conversation in full")]
+
+
 @gateway_app.command("serve")
 def serve(
     model: Annotated[str | None, typer.Option(help="HF model folder or id (default: the bundled tiny model)")] = None,
@@ -34,6 +39,7 @@ def serve(
     provider: Annotated[str, typer.Option(help="with --upstream: openai, or litellm for a hosted provider")] = "openai",
     upstream_key_env: Annotated[str | None, typer.Option(
         help="environment variable holding the upstream's API key")] = None,
+    continue_tokens: ContinueTokens = True,
 ) -> None:
     """Serve MODEL (or front --upstream) as an OpenAI-compatible API on HOST:PORT, recording token-level spans."""
     import uvicorn
@@ -53,7 +59,8 @@ def serve(
         store = SpanStore(db)
         what = f"{engine.model_name} from {upstream}" if upstream else engine.model_name
         typer.echo(f"serving {what} on http://{host}:{port}/v1 (spans -> {store.path})")
-        config = uvicorn.Config(create_app(engine, store, api_key=api_key), host=host, port=port, log_level="info")
+        app = create_app(engine, store, api_key=api_key, continue_tokens=continue_tokens)
+        config = uvicorn.Config(app, host=host, port=port, log_level="info")
         uvicorn.Server(config).run(sockets=[sock])
     finally:
         sock.close()

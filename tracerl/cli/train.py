@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from tracerl.cli.serve import ContinueTokens
 from tracerl.trainers.config import ALGO_NAMES
 
 tasks_app = typer.Typer(help="The task registry: what can be trained and evaluated.", no_args_is_help=True)
@@ -261,6 +262,7 @@ def evaluate(
     max_tokens: Annotated[int, typer.Option(min=1, help="response cap per call")] = 96,
     seed: Annotated[int, typer.Option(help="sampling seeds derive from it")] = 0,
     output: Annotated[Path, typer.Option(help="folder for episodes.jsonl, report.json, traces.db")] = Path("runs/eval"),
+    continue_tokens: ContinueTokens = True,
 ) -> None:
     """Evaluate an agent on TASK: accuracy and pass@k with 95% intervals, termination reasons."""
     import os
@@ -300,7 +302,7 @@ def evaluate(
                               ks=pass_k or [], concurrency=concurrency, max_examples=max_examples, split=split,
                               seed=seed, output=output, litellm_model=litellm_model, data=data_cfg,
                               reward=reward, reward_options=extra.get("reward_options"),
-                              reward_max=1.0 if reward_max is None else reward_max)
+                              reward_max=1.0 if reward_max is None else reward_max, continue_tokens=continue_tokens)
     _print_report(task, report, output)
     _fail_if_all_failed(task, report, output, agent)
     from tracerl.core.grading import check_grading

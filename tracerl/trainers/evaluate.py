@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+import uuid
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -127,7 +128,7 @@ def run_eval_command(
     task: str, settings: RolloutSettings, *, agent: str | None, model: str | None, external: bool, n: int,
     ks: Sequence[int], concurrency: int, max_examples: int, split: str, seed: int, output: Path,
     litellm_model: str | None = None, data: Any = None, reward: str | None = None,
-    reward_options: dict[str, Any] | None = None, reward_max: float = 1.0,
+    reward_options: dict[str, Any] | None = None, reward_max: float = 1.0, continue_tokens: bool = True,
 ) -> EvalReport:
     """``tracerl eval``: serve ``model`` in-process unless ``external``, evaluate, save episodes.
 
@@ -153,6 +154,9 @@ def run_eval_command(
     fn = load_agent(agent or spec.default_agent)
     grader = task_reward(reward, reward_options or {}, spec)
     tasks, kind = _eval_tasks(spec, split, max_examples)
+    # episode ids of their own: a second eval into the same folder adds to its traces.db, and the
+    # same ids would merge two runs' spans into one episode each
+    tag = f"eval-{uuid.uuid4().hex[:8]}"
     output.mkdir(parents=True, exist_ok=True)
     store = SpanStore(str(output / "traces.db"))
     settings = settings.model_copy(update={"store": store.path})
@@ -160,17 +164,17 @@ def run_eval_command(
     tracing.store(store)
     if external and not litellm_model:
         report = evaluate(fn, tasks, settings, tracing=tracing, n=n, ks=ks, seed=seed, concurrency=concurrency,
-                          reward=grader, reward_max=reward_max, kind=kind)
+                          tag=tag, reward=grader, reward_max=reward_max, kind=kind)
     else:
         from tracerl.gateway.server import GatewayServer
 
         engine = _eval_engine(settings, model, litellm_model, external)
         try:
-            with GatewayServer(engine, store) as gateway:
+            with GatewayServer(engine, store, continue_tokens=continue_tokens) as gateway:
                 local = settings.model_copy(update={"gateway_url": gateway.url, "session_path": True,
                                                     "model": engine.model_name})
                 report = evaluate(fn, tasks, local, tracing=tracing, n=n, ks=ks, seed=seed, concurrency=concurrency,
-                                  reward=grader, reward_max=reward_max, kind=kind)
+                                  tag=tag, reward=grader, reward_max=reward_max, kind=kind)
         finally:
             _close(engine)
     with open(output / "episodes.jsonl", "w") as fh:
