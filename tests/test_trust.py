@@ -399,3 +399,17 @@ def test_a_second_eval_into_the_same_folder_keeps_each_runs_episodes_apart(proje
     assert not first & {ep.id for ep in second} and all(len(ep.steps) == 1 for ep in second)
     with SpanStore(project / "eval" / "traces.db", read_only=True) as store:
         assert len(store.sessions(limit=100)) == 8
+
+
+def test_eval_keeps_the_apps_own_timeout_unless_told_otherwise(project, monkeypatch):
+    """An app's @tracerl.rollout(timeout_s=...) is its author's word; --timeout overrides it."""
+    from tracerl.core import rollout
+
+    seen: list[float | None] = []
+    real = rollout.RolloutFunction._timeout
+    monkeypatch.setattr(rollout.RolloutFunction, "_timeout", lambda self, s: seen.append(real(self, s)) or seen[-1])
+    assert _eval(project, "partial", "--max-examples", "2") == 0
+    assert set(seen) == {60}  # APP says timeout_s=60
+    seen.clear()
+    assert _eval(project, "partial", "--max-examples", "2", "--timeout", "900") == 0
+    assert set(seen) == {900}

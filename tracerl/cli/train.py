@@ -263,6 +263,10 @@ def evaluate(
     seed: Annotated[int, typer.Option(help="sampling seeds derive from it")] = 0,
     output: Annotated[Path, typer.Option(help="folder for episodes.jsonl, report.json, traces.db")] = Path("runs/eval"),
     continue_tokens: ContinueTokens = True,
+    timeout: Annotated[float | None, typer.Option(
+        min=1, help="seconds an episode may take, waiting for the model included (default: the app's own "
+        "@tracerl.rollout(timeout_s=...), else 300): raise it for a large model on a CPU, where --concurrency "
+        "episodes share one engine", show_default=False)] = None,
 ) -> None:
     """Evaluate an agent on TASK: accuracy and pass@k with 95% intervals, termination reasons."""
     import os
@@ -280,7 +284,7 @@ def evaluate(
     settings = RolloutSettings(
         gateway_url=base_url or "http://127.0.0.1:0", model=model_name, api_key=key,
         temperature=temperature if temperature is not None else (0.0 if n == 1 else 1.0),
-        max_tokens=max_tokens, session_path=session_path, timeout_s=300,
+        max_tokens=max_tokens, session_path=session_path, timeout_s=timeout,
     )
     from tracerl.trainers.evaluate import run_eval_command
 

@@ -29,6 +29,7 @@ from tracerl.core.types import Episode, Task
 from .metrics import is_correct, judged_by_reward_max, used_tools
 from .rollouts import rollout_seed, run_rollouts
 
+DEFAULT_TIMEOUT_S = 300.0  # an episode's limit when neither `tracerl eval --timeout` nor its app sets one
 EVAL_SEED = -1  # the rollout_seed "step" of evaluations, apart from every training step
 # episodes that ended so say nothing about the policy: the agent (or its harness) broke
 FAILED_REASONS = frozenset({"error", "timeout", "cancelled"})
@@ -152,6 +153,8 @@ def run_eval_command(
         model = resolve_model(model)
     spec = registry.from_data(data) if data is not None else registry.get(task)
     fn = load_agent(agent or spec.default_agent)
+    if settings.timeout_s is None and fn.timeout_s is None:  # neither the command nor the app set one
+        settings = settings.model_copy(update={"timeout_s": DEFAULT_TIMEOUT_S})
     grader = task_reward(reward, reward_options or {}, spec)
     tasks, kind = _eval_tasks(spec, split, max_examples)
     # episode ids of their own: a second eval into the same folder adds to its traces.db, and the
