@@ -47,7 +47,7 @@ def measure(args: argparse.Namespace, continue_tokens: bool) -> tuple[int, int, 
     where = ["--data", args.data, "--agent", args.agent] if args.data else [args.task]
     where += ["--reward", args.reward] if args.reward else []
     code = tracerl(["eval", *where, "--model", args.model, "--max-examples", str(args.episodes),
-                    "--temperature", "1", "--max-tokens", str(args.max_tokens), "--output", str(out),
+                    "--temperature", "1", "--max-tokens", str(args.max_tokens), "--timeout", "3600", "--output", str(out),
                     "--continue-tokens" if continue_tokens else "--no-continue-tokens"])
     if code != 0:
         raise SystemExit(code)

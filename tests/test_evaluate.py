@@ -6,6 +6,7 @@ import itertools
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -84,8 +85,22 @@ def test_eval_cli_reports_the_trainers_held_out_accuracy(tmp_path):
     assert proc.returncode == 0, proc.stderr
     report = json.loads((out / "report.json").read_text())
     assert report["accuracy"] == pytest.approx(after["eval/accuracy"])
+    assert report["tool_use"] is None  # arithmetic offers no tool
     assert len((out / "episodes.jsonl").read_text().splitlines()) == 24
     assert Path(out / "traces.db").is_file()
+
+
+def test_eval_says_how_many_episodes_called_a_tool_where_one_was_offered(tmp_path):
+    out = tmp_path / "eval"
+    proc = subprocess.run([sys.executable, "-m", "tracerl.cli.main", "eval", "calculator", "--max-examples", "8",
+                           "--temperature", "1", "--output", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    episodes = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    called = sum(any(s["output_message"].get("tool_calls") for t in e["trajectories"] for s in t["steps"]
+                     if s["output_message"]) for e in episodes)
+    share = json.loads((out / "report.json").read_text())["tool_use"]
+    assert share == pytest.approx(called / len(episodes))
+    assert re.search(rf"episodes calling a tool\s*│\s*{re.escape(f'{share:.1%}')}", proc.stdout), proc.stdout
 
 
 def test_eval_of_a_hosted_model_through_litellm_equals_serving_it_locally(tmp_path):

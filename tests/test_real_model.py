@@ -130,3 +130,56 @@ def test_two_lora_steps_on_the_real_model(smollm2, tmp_path, monkeypatch):
     assert (checkpoint / "adapter_config.json").is_file()  # adapters only: megabytes, not the model
     adapter = (checkpoint / "adapter_model.safetensors").stat().st_size
     assert adapter < 0.05 * (smollm2 / "model.safetensors").stat().st_size
+
+
+def _teacher_folder() -> Path | None:
+    """Qwen2.5-Coder-0.5B where `tracerl model setup qwen2.5-coder-0.5b` put it ($TRACERL_TEST_HOME,
+    else the user's $TRACERL_HOME): 478 MB of wheels and a minute of conversion, so never set up here."""
+    from tracerl.models.setup import installed_model
+
+    for home in (str(HOME), os.environ.get("TRACERL_HOME")):
+        if home:
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setenv("TRACERL_HOME", home)
+                if (found := installed_model("qwen2.5-coder-0.5b")) is not None:
+                    return found
+    return None
+
+
+TEACHER = _teacher_folder()  # at import: the tests' own fixtures point TRACERL_HOME elsewhere
+
+
+@pytest.mark.skipif(TEACHER is None, reason="qwen2.5-coder-0.5b is not set up (tracerl model setup)")
+def test_the_real_teacher_calls_the_calculator_through_langgraph_in_one_sequence(tmp_path, tracing):
+    """The recipe's teacher through its LangGraph app and the real gateway, greedy: a bare JSON
+    tool call parsed into a calculator call, then the answer; one training sequence (the
+    gateway continues from the sampled ids), masked exactly on them, named by Qwen's tokenizer."""
+    from test_tool_agent_example import _load
+
+    import tracerl
+    from tracerl.engines.base import tokenizer_fingerprint
+    from tracerl.engines.torch_engine import TorchEngine
+    from tracerl.gateway import GatewayServer
+
+    folder = TEACHER
+    assert folder is not None
+    manifest = json.loads((folder / "tracerl-model.json").read_text())
+    assert 600e6 < manifest["parameters"] < 650e6
+    question = ("A farm packs 237 eggs into each crate and fills 83 crates. How many eggs are there in all?")
+    task = tracerl.Task(id="eggs", data={"question": question}, answer=237 * 83)
+    engine = TorchEngine(folder, model_name="teacher", dtype="bfloat16")
+    try:
+        with GatewayServer(engine, tracing.default_store()) as gateway:
+            ep = _load("agent").solve(task, tracerl.RolloutSettings(gateway_url=gateway.url, model="teacher", temperature=0.0,
+                                                                     max_tokens=64),
+                                      tracing=tracing, reward=_load("reward").grade)
+    finally:
+        engine.shutdown()
+    assert ep.termination_reason.value == "success", ep.error
+    call = ep.steps[0].output_message.tool_calls[0]
+    assert call.name == "calculator" and "237" in str(call.arguments) and "83" in str(call.arguments)
+    assert len(ep.steps) >= 2 and all(s.tokenizer == tokenizer_fingerprint(engine.tokenizer) for s in ep.steps)
+    (traj,) = ep.trajectories
+    assert traj.prefix_breaks == 0 and len(traj.sequences) == 1
+    (seq,) = traj.sequences
+    assert [t for t, m in zip(seq.token_ids, seq.mask) if m] == [t for s in traj.steps for t in s.response_ids]

@@ -1,6 +1,6 @@
 """agent.py's app written for the OpenAI Agents SDK: the same prompt, the same calculator.
 
-    tracerl eval --model runs/tool-student-rl/checkpoints/step-000040 --data examples/tool_agent/test.jsonl \\
+    tracerl eval --model runs/tool-agent/student-rl/checkpoints/step-000020 --data examples/tool_agent/test.jsonl \\
         --agent examples/tool_agent/agent_openai_agents.py:solve --reward examples/tool_agent/reward.py:grade
 
 A model trained through LangGraph is evaluated through this one unchanged: the skill is the

@@ -2,6 +2,7 @@
 # The tool-agent recipe end to end (docs/real-model.md), from the repository root:
 #   bash examples/tool_agent/recipe.sh            # N_TRACES=320 N_EVAL=200 by default
 #   R=runs/tool-agent-check N_TRACES=8 N_EVAL=8 DISTIL_STEPS=2 RL_STEPS=2 bash examples/tool_agent/recipe.sh  # its path, small
+#   TEACHER_RL=1 bash examples/tool_agent/recipe.sh  # then LoRA RL on the teacher too (rl-teacher.yaml)
 # Phase 1 runs the teacher (Qwen2.5-Coder-0.5B) through the app on training problems and
 # exports its traces; phase 2 fine-tunes SmolLM2-135M on the rewarded ones; phase 3 trains it
 # by GRPO through the same app. Every accuracy is greedy, through the app, on the same held-out
@@ -39,3 +40,8 @@ phase student-after held_out "$STUDENT" eval-student-rl
 phase student-agents-sdk tracerl eval --model "$STUDENT" --data examples/tool_agent/test.jsonl \
   --agent examples/tool_agent/agent_openai_agents.py:solve --reward examples/tool_agent/reward.py:grade \
   --max-examples "$N_EVAL" "${WAIT[@]}" --output "$R/eval-student-rl-agents-sdk"
+# Apart from the recipe (TEACHER_RL=1): RL directly on the 0.5B teacher with LoRA, a short run
+if [[ ${TEACHER_RL:-0} == 1 ]]; then
+  phase teacher-rl tracerl train --model qwen2.5-coder-0.5b "${DATA[@]}" "${APP[@]}" \
+    --config examples/tool_agent/rl-teacher.yaml --output "$R/teacher-rl" --quiet
+fi

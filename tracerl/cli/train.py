@@ -344,6 +344,8 @@ def _print_report(task: str, report: Any, output: Path) -> None:
     for k, (value, ci) in sorted(report.pass_at.items()):
         table.add_row(f"pass@{k}", f"{value:.1%}", f"± {ci:.1%}")
     table.add_row("reward mean", f"{report.reward_mean:.3f}", "")
+    if report.tool_use is not None:  # tools were offered: how many episodes called one
+        table.add_row("episodes calling a tool", f"{report.tool_use:.1%}", "")
     reasons = Table("termination reason", "episodes")
     for reason, count in sorted(report.reasons.items(), key=lambda x: -x[1]):
         reasons.add_row(reason, str(count))

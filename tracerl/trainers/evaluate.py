@@ -186,7 +186,7 @@ def run_eval_command(
     summary = {"task": spec.name, "n": n, "accuracy": report.accuracy, "accuracy_ci95": report.accuracy_ci,
                "accuracy_rule": report.accuracy_rule or "is_correct", "judged_by_reward_max": report.judged_by_reward_max,
                "pass_at_k": {str(k): {"value": v, "ci95": c} for k, (v, c) in report.pass_at.items()},
-               "reward_mean": report.reward_mean, "termination_reasons": report.reasons}
+               "reward_mean": report.reward_mean, "tool_use": report.tool_use, "termination_reasons": report.reasons}
     (output / "report.json").write_text(json.dumps(summary, indent=2))
     return report
 
