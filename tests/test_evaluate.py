@@ -85,7 +85,7 @@ def test_eval_cli_reports_the_trainers_held_out_accuracy(tmp_path):
     assert proc.returncode == 0, proc.stderr
     report = json.loads((out / "report.json").read_text())
     assert report["accuracy"] == pytest.approx(after["eval/accuracy"])
-    assert report["tool_use"] is None  # arithmetic offers no tool
+    assert report["tool_use"] == pytest.approx(after["eval/tool_use"])  # arithmetic offers the calculator
     assert len((out / "episodes.jsonl").read_text().splitlines()) == 24
     assert Path(out / "traces.db").is_file()
 
