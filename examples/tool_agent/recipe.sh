@@ -3,6 +3,7 @@
 #   bash examples/tool_agent/recipe.sh            # N_TRACES=320 N_EVAL=200 by default
 #   R=runs/tool-agent-check N_TRACES=8 N_EVAL=8 DISTIL_STEPS=2 RL_STEPS=2 bash examples/tool_agent/recipe.sh  # its path, small
 #   TEACHER_RL=1 bash examples/tool_agent/recipe.sh  # then LoRA RL on the teacher too (rl-teacher.yaml)
+#   SKIP="teacher-held-out student-before" bash examples/tool_agent/recipe.sh  # leave out phases by name
 # Phase 1 runs the teacher (Qwen2.5-Coder-0.5B) through the app on training problems and
 # exports its traces; phase 2 fine-tunes SmolLM2-135M on the rewarded ones; phase 3 trains it
 # by GRPO through the same app. Every accuracy is greedy, through the app, on the same held-out
@@ -16,7 +17,11 @@ N_EVAL=${N_EVAL:-200}
 APP=(--agent examples/tool_agent/agent.py:solve --reward examples/tool_agent/reward.py:grade)
 DATA=(--data examples/tool_agent/train.jsonl --eval-data examples/tool_agent/test.jsonl)
 mkdir -p "$R"
-phase() { local name=$1; shift; local t0=$SECONDS; "$@"; echo "$name $((SECONDS - t0)) s" | tee -a "$R/times.txt"; }
+phase() {
+  local name=$1; shift
+  if [[ " ${SKIP:-} " == *" $name "* ]]; then echo "$name skipped (SKIP)"; return; fi
+  local t0=$SECONDS; "$@"; echo "$name $((SECONDS - t0)) s" | tee -a "$R/times.txt"
+}
 # a 0.5B model on 2 cores: 32 episodes in flight share the engine, so one can wait minutes for it
 WAIT=(--timeout 3600)
 held_out() { tracerl eval --model "$1" --data examples/tool_agent/test.jsonl "${APP[@]}" --max-examples "$N_EVAL" "${WAIT[@]}" --output "$R/$2"; }
