@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -141,3 +142,29 @@ def test_the_real_model_recipes_data_are_what_make_data_writes_and_disjoint():
     questions = {name: {r["question"] for r in part} for name, part in files.items()}
     assert not questions["train.jsonl"] & questions["test.jsonl"] and len(questions["test.jsonl"]) >= 200
     assert all(isinstance(r["answer"], int) and r["answer"] >= 1 for r in rows)
+
+
+@pytest.mark.slow
+def test_the_anthropic_sdk_agent_is_its_chat_completions_twin_and_trains(tmp_path):
+    """examples/math_agent_anthropic.py (the anthropic SDK on /v1/messages, no adapter) against
+    math_agent_litellm.py (Chat Completions), greedy on the same tasks: the same steps, tokens,
+    masks and rewards; then `tracerl train` runs 2 steps on it."""
+    def shape(episodes: list) -> list:
+        return [(ep.task.id, ep.reward, [(s.prompt_ids, s.response_ids, s.output_message.tool_calls != [])
+                                         for s in ep.steps],
+                 [(q.token_ids, q.mask) for t in ep.trajectories for q in t.sequences])
+                for ep in sorted(episodes, key=lambda e: e.task.id)]
+
+    ours = _run_example("math_agent_anthropic", tmp_path, 12)
+    twin = _run_example("math_agent_litellm", tmp_path, 12)
+    assert shape(ours) == shape(twin)
+    assert any(len(ep.steps) > 1 for ep in ours)  # tool rounds among them (3 of 12 when written)
+    run = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "tracerl.cli.main", "train", "arithmetic", "--agent",
+                           str(ROOT / "examples" / "math_agent_anthropic.py") + ":solve", "--steps", "2",
+                           "--batch-size", "2", "--group-size", "2", "--eval-size", "0", "--output", str(run),
+                           "--quiet"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    steps = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if '"rollout/' in line]
+    assert [m["step"] for m in steps] == [1, 2]
+    assert all(m["rollout/episodes"] == 4 and m["rollout/missing_token_ids"] == 0 for m in steps)

@@ -90,6 +90,8 @@ def _check(response: httpx.Response, body: bytes) -> None:
     elif response.headers["content-type"].startswith("text/event-stream"):
         if response.request.url.path.endswith("/responses"):  # the Responses API ends on its last event
             assert response.text.rstrip().split("\n")[-1].startswith('data: {"type": "response.completed"'), where
+        elif response.request.url.path.endswith("/messages"):  # and Anthropic's on message_stop
+            assert response.text.rstrip().split("\n")[-1] == 'data: {"type": "message_stop"}', where
         else:
             assert response.text.endswith("data: [DONE]\n\n"), where
     elif response.headers["content-type"].startswith("application/json"):
@@ -243,6 +245,53 @@ _responses_body = st.fixed_dictionaries(
               "max_output_tokens": st.integers(1, 16) | _number, "stream": st.booleans() | _scalar,
               "previous_response_id": st.none() | _text, "tool_choice": _json, "store": _scalar},
 )
+# Anthropic's Messages API: content blocks of every kind, odd or valid, tools, system blocks
+_block = st.fixed_dictionaries({"type": st.just("text"), "text": _text}, optional={"cache_control": _json}) \
+    | st.fixed_dictionaries({"type": st.just("tool_use"), "id": _text, "name": _text},
+                            optional={"input": st.fixed_dictionaries({"x": _json}) | st.sampled_from(list(DEEPS))
+                                      | _json}) \
+    | st.fixed_dictionaries({"type": st.just("tool_result"), "tool_use_id": _text},
+                            optional={"content": _text | st.lists(st.fixed_dictionaries(
+                                {"type": st.just("text"), "text": _text}), max_size=2) | _json,
+                                "is_error": st.booleans() | _scalar}) \
+    | st.fixed_dictionaries({"type": st.sampled_from(["image", "document", "thinking", "redacted_thinking", "x"])},
+                            optional={"source": _json, "thinking": _text}) | _json
+_turn = st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant"]),
+                               "content": _text | st.lists(_block, min_size=1, max_size=3)}) \
+    | st.fixed_dictionaries({"role": _role}, optional={"content": _text | st.lists(_block, max_size=3) | _json}) \
+    | _json
+_anthropic_tool = st.fixed_dictionaries({"name": _text}, optional={
+    "description": _text | _scalar, "input_schema": st.just({"type": "object"}) | _json,
+    "type": st.sampled_from(["custom", "bash_20250124", "web_search_20250305"]) | _scalar}) | _json
+_valid_block = st.fixed_dictionaries({"type": st.just("text"), "text": _text}) \
+    | st.fixed_dictionaries({"type": st.just("tool_use"), "id": _text, "name": _text,
+                             "input": st.fixed_dictionaries({"x": _json})}) \
+    | st.fixed_dictionaries({"type": st.just("tool_result"), "tool_use_id": _text, "content": _text})
+_valid_turn = st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant"]),
+                                     "content": _text | st.lists(_valid_block, min_size=1, max_size=2)})
+_valid_messages = st.fixed_dictionaries(
+    {"model": st.just(MODEL), "max_tokens": st.integers(1, 16), "messages": st.lists(_valid_turn, min_size=1,
+                                                                                       max_size=4)},
+    optional={"system": _text | st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": _text}), max_size=2),
+              "tools": st.lists(st.fixed_dictionaries({"name": _text, "input_schema": st.just({"type": "object"})},
+                                                      optional={"description": _text}), max_size=2),
+              "stop_sequences": st.lists(_text, max_size=3), "temperature": st.floats(0, 1),
+              "stream": st.booleans(), "tool_choice": st.just({"type": "auto"})},
+)
+_broken_messages = st.fixed_dictionaries(
+    {"model": st.just(MODEL) | _model, "messages": st.lists(_turn, min_size=1, max_size=4) | _json},
+    optional={"max_tokens": st.integers(1, 16) | _number,
+              "system": _text | st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": _text},
+                                                               optional={"cache_control": _json}), max_size=2) | _json,
+              "tools": st.lists(_anthropic_tool, max_size=2) | _json,
+              "tool_choice": st.fixed_dictionaries({"type": st.sampled_from(["auto", "any", "tool", "none"])}) | _json,
+              "stop_sequences": st.lists(_text, max_size=3) | _json, "temperature": st.floats(0, 1) | _number,
+              "top_p": st.floats(0.01, 1) | _number, "top_k": st.integers(-1, 50) | _number,
+              "stream": st.booleans() | _scalar, "metadata": _json,
+              "thinking": st.fixed_dictionaries({"type": st.sampled_from(["enabled", "disabled"])},
+                                                optional={"budget_tokens": _number}) | _json},
+)
+_messages_body = _valid_messages | _broken_messages
 _session = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=20)
 _chat_path = st.just("/v1/chat/completions") | _session.map(lambda s: f"/sessions/{quote(s, safe='')}/v1/chat/completions")
 _completion_path = st.just("/v1/completions") | _session.map(lambda s: f"/sessions/{quote(s, safe='')}/v1/completions")
@@ -289,9 +338,26 @@ def test_fuzz_responses_bodies(harness):
     harness.assert_alive()
 
 
+def test_fuzz_messages_bodies(harness):
+    @_FUZZ
+    @given(body=_messages_body, session=st.none() | _session, count=st.booleans())
+    @example(body={"model": MODEL, "max_tokens": 4, "messages": [{"role": "user", "content": "use calc"}],
+                   "tools": [{"name": "calc", "input_schema": {"type": "object"}}], "stream": True},
+             session="fz-msg", count=False)
+    def run(body: dict[str, Any], session: str | None, count: bool) -> None:
+        path = "/v1/messages" if session is None else f"/sessions/{quote(session, safe='')}/v1/messages"
+        response = harness.post(path + ("/count_tokens" if count else ""), _dumps(body))
+        if response.status_code >= 400:
+            assert response.json()["type"] == "error", response.text  # Anthropic's shape, which its SDK reads
+
+    run()
+    harness.assert_alive()
+
+
 def test_fuzz_random_json_and_bytes_on_every_route(harness):
     routes = ["/v1/chat/completions", "/sessions/fz/v1/chat/completions", "/v1/completions",
-              "/sessions/fz/v1/completions", "/v1/responses", "/v1/traces"]
+              "/sessions/fz/v1/completions", "/v1/responses", "/v1/messages", "/sessions/fz/v1/messages",
+              "/v1/messages/count_tokens", "/v1/traces"]
 
     @_FUZZ
     @given(doc=_json, raw=st.binary(max_size=64), route=st.sampled_from(routes), as_bytes=st.booleans())
@@ -311,6 +377,9 @@ def test_valid_requests_still_work_between_fuzzing(harness):
     assert json.loads(doc["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]) == {"x": 1}
     comp = harness.post("/v1/completions", _dumps({"model": MODEL, "prompt": "hello", "max_tokens": 3})).json()
     assert comp["choices"][0]["text"] is not None
+    msg = harness.post("/v1/messages", _dumps({"model": MODEL, "max_tokens": 64, "tools": [
+        {"name": "calc", "input_schema": {"type": "object"}}], "messages": [{"role": "user", "content": "use calc"}]}))
+    assert msg.json()["stop_reason"] == "tool_use" and msg.json()["content"][0]["input"] == {"x": 1}
 
 
 # --- OTLP ----------------------------------------------------------------------------------

@@ -354,11 +354,17 @@ class ScriptedEngine:
 
         self.prompts.append(list(prompt_ids))
         text = self.script(self._tokenizer.decode(prompt_ids, skip_special_tokens=False))
-        ids = [*self._tokenizer.encode(text, add_special_tokens=False), self._tokenizer.eos_token_id]
-        ids = ids[: params.max_tokens]
-        finish: Literal["stop", "length"] = "stop" if ids[-1] == self._tokenizer.eos_token_id else "length"
+        hits = sorted((text.index(s) + len(s), s) for s in params.stop if s in text)
+        if hits:  # a stop string ends the reply after it, as an engine's stop check does
+            text, stop_reason = text[: hits[0][0]], hits[0][1]
+            ids = list(self._tokenizer.encode(text, add_special_tokens=False))
+        else:
+            ids = [*self._tokenizer.encode(text, add_special_tokens=False), self._tokenizer.eos_token_id]
+            stop_reason = self._tokenizer.eos_token_id
+        full, ids = ids, ids[: params.max_tokens]
+        finish: Literal["stop", "length"] = "stop" if len(ids) == len(full) else "length"
         return [Generation(list(ids), [self.logprob] * len(ids), finish, self.weight_version,
-                           self._tokenizer.eos_token_id if finish == "stop" else None)
+                           stop_reason if finish == "stop" else None)
                 for _ in range(params.n)]
 
     def update_weights(self, state_dict: dict[str, Any], version: int) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib
 import os
 import ssl
 import threading
@@ -26,8 +27,8 @@ from typing import Any
 
 _lock = threading.Lock()
 _tls: ssl.SSLContext | None = None
-_sync_http: Any = None
-_local = threading.local()  # this thread's (weak ref to its event loop, async pool)
+_sync_http: dict[str, Any] = {}  # per SDK ("openai", "anthropic"): each brings its own httpx flavour
+_local = threading.local()  # per SDK, this thread's (weak ref to its event loop, async pool)
 
 
 def tls_context() -> ssl.SSLContext:
@@ -42,7 +43,7 @@ def tls_context() -> ssl.SSLContext:
 def _reset_after_fork() -> None:
     # A connection pool, or a lock held at the fork, belongs to the parent.
     global _sync_http, _lock
-    _sync_http, _lock = None, threading.Lock()
+    _sync_http, _lock = {}, threading.Lock()
     _local.__dict__.clear()
 
 
@@ -51,44 +52,44 @@ if hasattr(os, "register_at_fork"):
 
 
 @functools.cache
-def _shared_classes() -> tuple[type, type]:
-    """openai's default HTTP client classes, with ``close()`` / ``aclose()`` that do nothing."""
-    import openai
+def _shared_classes(sdk: str = "openai") -> tuple[type, type]:
+    """The SDK's default HTTP client classes, with ``close()`` / ``aclose()`` that do nothing
+    (the anthropic SDK runs on httpx2, the openai SDK on httpx: a pool each)."""
+    module = importlib.import_module(sdk)
 
-    class SharedHttpxClient(openai.DefaultHttpxClient):
+    class SharedHttpxClient(module.DefaultHttpxClient):  # type: ignore[name-defined]
         def close(self) -> None:  # shared by every episode's client
             pass
 
-    class SharedAsyncHttpxClient(openai.DefaultAsyncHttpxClient):
+    class SharedAsyncHttpxClient(module.DefaultAsyncHttpxClient):  # type: ignore[name-defined]
         async def aclose(self) -> None:  # shared by the episodes on this loop
             pass
 
     return SharedHttpxClient, SharedAsyncHttpxClient
 
 
-def sync_http_client() -> Any:
-    """The process's synchronous HTTP client (openai's ``DefaultHttpxClient``)."""
-    global _sync_http
+def sync_http_client(sdk: str = "openai") -> Any:
+    """The process's synchronous HTTP client for ``sdk`` (its ``DefaultHttpxClient``)."""
     tls = tls_context()
     with _lock:
-        if _sync_http is None:
-            _sync_http = _shared_classes()[0](verify=tls)
-        return _sync_http
+        if sdk not in _sync_http:
+            _sync_http[sdk] = _shared_classes(sdk)[0](verify=tls)
+        return _sync_http[sdk]
 
 
-def async_http_client() -> Any:
-    """An asynchronous HTTP client for the running event loop, shared by the episodes on it
-    (a new one, on the shared TLS context, when called outside a loop)."""
-    shared = _shared_classes()[1]
+def async_http_client(sdk: str = "openai") -> Any:
+    """An asynchronous HTTP client for ``sdk`` on the running event loop, shared by the
+    episodes on it (a new one, on the shared TLS context, when called outside a loop)."""
+    shared = _shared_classes(sdk)[1]
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
         return shared(verify=tls_context())
-    held = getattr(_local, "held", None)
+    held = getattr(_local, sdk, None)
     if held is not None and held[0]() is loop:
         return held[1]
     client = shared(verify=tls_context())
-    _local.held = (weakref.ref(loop), client)  # the previous loop's pool goes with its clients
+    setattr(_local, sdk, (weakref.ref(loop), client))  # the previous loop's pool goes with its clients
     return client
 
 
@@ -106,13 +107,45 @@ def async_openai_client(base_url: str, api_key: str, **options: Any) -> Any:
     return openai.AsyncOpenAI(base_url=base_url, api_key=api_key, http_client=async_http_client(), **options)
 
 
-def chat_openai(base_url: str, api_key: str, **options: Any) -> Any:
-    """LangChain's ``ChatOpenAI`` for ``base_url`` on the shared pools."""
+def _optional(module: str, package: str, extra: str, purpose: str) -> Any:
+    """``module``, imported, or a MissingDependencyError naming the extra that installs it."""
     try:
-        from langchain_openai import ChatOpenAI
+        return importlib.import_module(module)
     except ImportError as exc:
         from .errors import MissingDependencyError
 
-        raise MissingDependencyError("langchain-openai", "langchain", "RolloutContext.chat_openai") from exc
-    return ChatOpenAI(base_url=base_url, api_key=api_key, http_client=sync_http_client(),
-                      http_async_client=async_http_client(), **options)
+        raise MissingDependencyError(package, extra, purpose) from exc
+
+
+def chat_openai(base_url: str, api_key: str, **options: Any) -> Any:
+    """LangChain's ``ChatOpenAI`` for ``base_url`` on the shared pools."""
+    lc = _optional("langchain_openai", "langchain-openai", "langchain", "RolloutContext.chat_openai")
+    return lc.ChatOpenAI(base_url=base_url, api_key=api_key, http_client=sync_http_client(),
+                         http_async_client=async_http_client(), **options)
+
+
+def anthropic_base_url(base_url: str) -> str:
+    """The Anthropic SDK's base URL for a session's OpenAI one: it appends ``/v1/messages`` itself."""
+    return base_url.rstrip("/").removesuffix("/v1")
+
+
+def anthropic_client(base_url: str, api_key: str, **options: Any) -> Any:
+    """``anthropic.Anthropic`` for the session at ``base_url`` (its OpenAI form, ``.../v1``), on
+    the shared pool; ``options`` go to the client."""
+    anthropic = _optional("anthropic", "anthropic", "anthropic", "RolloutContext.anthropic_client")
+    return anthropic.Anthropic(base_url=anthropic_base_url(base_url), api_key=api_key,
+                               http_client=sync_http_client("anthropic"), **options)
+
+
+def async_anthropic_client(base_url: str, api_key: str, **options: Any) -> Any:
+    """``anthropic.AsyncAnthropic`` for the session at ``base_url``, on the running loop's pool."""
+    anthropic = _optional("anthropic", "anthropic", "anthropic", "RolloutContext.async_anthropic_client")
+    return anthropic.AsyncAnthropic(base_url=anthropic_base_url(base_url), api_key=api_key,
+                                    http_client=async_http_client("anthropic"), **options)
+
+
+def chat_anthropic(base_url: str, api_key: str, **options: Any) -> Any:
+    """LangChain's ``ChatAnthropic`` for the session at ``base_url`` (it builds its own HTTP
+    client per URL)."""
+    lc = _optional("langchain_anthropic", "langchain-anthropic", "anthropic", "RolloutContext.chat_anthropic")
+    return lc.ChatAnthropic(base_url=anthropic_base_url(base_url), api_key=api_key, **options)

@@ -114,11 +114,41 @@ class RolloutContext:
         max_tokens unless ``options`` say otherwise (``langchain-openai`` must be installed).
         The seed is left out: one seed for every call of an episode would draw the same random
         numbers each call (pass ``seed=`` yourself for a reproducible run)."""
+        return clients.chat_openai(self.base_url, self.api_key, **{**self._langchain_defaults(), **options})
+
+    def _langchain_defaults(self) -> dict[str, Any]:
         defaults: dict[str, Any] = {"model": self.model}
         for key in ("temperature", "top_p", "max_tokens"):
             if self.sampling.get(key) is not None:
                 defaults[key] = self.sampling[key]
-        return clients.chat_openai(self.base_url, self.api_key, **{**defaults, **options})
+        return defaults
+
+    def anthropic_client(self, **options: Any) -> Any:
+        """An ``anthropic.Anthropic`` client for this episode's session: the gateway serves
+        Anthropic's Messages API beside OpenAI's (``anthropic`` must be installed)."""
+        return clients.anthropic_client(self.base_url, self.api_key, **options)
+
+    def async_anthropic_client(self, **options: Any) -> Any:
+        """An ``anthropic.AsyncAnthropic`` client for this episode's session."""
+        return clients.async_anthropic_client(self.base_url, self.api_key, **options)
+
+    def chat_anthropic(self, **options: Any) -> Any:
+        """LangChain's ``ChatAnthropic`` for this episode, with this model and its sampling
+        settings as :meth:`chat_openai` (``langchain-anthropic`` must be installed)."""
+        return clients.chat_anthropic(self.base_url, self.api_key, **{**self._langchain_defaults(), **options})
+
+    def anthropic_kwargs(self, max_tokens: int = 1024) -> dict[str, Any]:
+        """``client.messages.create(**config.anthropic_kwargs(), messages=...)``: this model,
+        ``max_tokens`` (the Messages API requires it: the episode's cap, else ``max_tokens``) and
+        the sampling settings in ``extra_body`` (the anthropic SDK 2.x takes no temperature
+        argument; the gateway reads them from the body, as vLLM's extras)."""
+        extra = {k: self.sampling[k] for k in ("temperature", "top_p", "seed") if self.sampling.get(k) is not None}
+        return {"model": self.model, "max_tokens": self.sampling.get("max_tokens") or max_tokens, "extra_body": extra}
+
+    @property
+    def anthropic_base_url(self) -> str:
+        """This session's URL for Anthropic clients and harnesses (``ANTHROPIC_BASE_URL``)."""
+        return clients.anthropic_base_url(self.base_url)
 
     def litellm_kwargs(self) -> dict[str, Any]:
         """``litellm.completion(**config.litellm_kwargs(), messages=...)``: this episode's

@@ -37,6 +37,7 @@ from tracerl.core.spans import SpanRecord, decode_otlp
 from tracerl.core.store import SpanStore
 from tracerl.engines.base import Engine, Generation, tokenizer_fingerprint
 
+from . import messages as ms
 from . import protocol as p
 from . import responses as rs
 from .recording import CallRecord, gateway_span, new_ids
@@ -65,14 +66,16 @@ class _Guard:
         for name, value in scope.get("headers") or ():
             if name == b"content-length":
                 declared = value
-            elif name == b"authorization":
-                auth = value
+            elif name == b"authorization" or (name == b"x-api-key" and not auth):  # the anthropic SDK's header
+                auth = value if name == b"authorization" else b"Bearer " + value
+        path = scope.get("path", "")
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            await _send_error(send, p.APIError(413, f"request body over {self.limit} bytes", code="body_too_large"))
+            await _send_error(send, p.APIError(413, f"request body over {self.limit} bytes", code="body_too_large"), path)
             return
-        if self.auth is not None and not hmac.compare_digest(auth, self.auth) and scope.get("path") != "/health":
-            await _send_error(send, p.APIError(401, "missing or wrong API key: send 'Authorization: Bearer <key>'",
-                                               type="authentication_error", code="invalid_api_key"))
+        if self.auth is not None and not hmac.compare_digest(auth, self.auth) and path != "/health":
+            await _send_error(send, p.APIError(401, "missing or wrong API key: send 'Authorization: Bearer <key>' "
+                                               "or 'x-api-key: <key>'", type="authentication_error",
+                                               code="invalid_api_key"), path)
             return
         seen = 0
 
@@ -87,8 +90,13 @@ class _Guard:
         await self.app(scope, limited, send)
 
 
-async def _send_error(send: Any, err: p.APIError) -> None:
-    body = json.dumps(err.body()).encode()
+def error_body(err: p.APIError, path: str) -> dict[str, Any]:
+    """``err`` in the shape of the API at ``path``: Anthropic's on the Messages routes, else OpenAI's."""
+    return ms.error_body(err) if ms.is_messages_path(path) else err.body()
+
+
+async def _send_error(send: Any, err: p.APIError, path: str) -> None:
+    body = json.dumps(error_body(err, path)).encode()
     await send({"type": "http.response.start", "status": err.status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
@@ -234,7 +242,7 @@ class Gateway:
         return out
 
     async def chat(self, request: Request, path_session: str | None) -> Response:
-        body = await _json_body(request)
+        body = await read_json(request)
         req = p.ChatRequest.model_validate(body)
         self.check_model(req.model)
         if getattr(self.engine, "passthrough", False):
@@ -298,7 +306,7 @@ class Gateway:
     async def responses(self, request: Request, path_session: str | None) -> Response:
         """The Responses API, served and recorded as a chat call (see :mod:`.responses`); to a
         hosted model behind an upstream engine, forwarded as one."""
-        body = await _json_body(request)
+        body = await read_json(request)
         chat = rs.chat_request(body)
         req = p.ChatRequest.model_validate(chat)
         self.check_model(req.model)
@@ -347,7 +355,7 @@ class Gateway:
         return choice, {"role": "assistant", "content": text}
 
     async def completions(self, request: Request, path_session: str | None) -> Response:
-        req = p.CompletionRequest.model_validate(await _json_body(request))
+        req = p.CompletionRequest.model_validate(await read_json(request))
         self.check_model(req.model)
         if req.stream:
             raise p.APIError(400, "streaming is supported on /v1/chat/completions only", param="stream")
@@ -377,7 +385,7 @@ class Gateway:
         return Response(b"", media_type="application/x-protobuf")
 
 
-async def _json_body(request: Request) -> Any:
+async def read_json(request: Request) -> Any:
     raw = await request.body()
     try:
         return orjson.loads(raw)
@@ -417,27 +425,27 @@ def create_app(engine: Engine, store: SpanStore, *, api_key: str | None = None,
 
     @app.exception_handler(p.APIError)
     async def _api_error(request: Request, exc: p.APIError) -> Response:
-        return json_response(exc.body(), exc.status)
+        return json_response(error_body(exc, request.url.path), exc.status)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
         # Unknown path (404), wrong method (405): an OpenAI-style body too, not plain text.
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
         err = p.APIError(exc.status_code, f"{exc.detail}: {request.method} {request.url.path}", code=code)
-        return json_response(err.body(), exc.status_code, exc.headers)
+        return json_response(error_body(err, request.url.path), exc.status_code, exc.headers)
 
     @app.exception_handler(ValidationError)
     async def _invalid(request: Request, exc: ValidationError) -> Response:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first.get("loc", ()))
         err = p.APIError(400, f"invalid request: {where}: {first.get('msg')}", param=where or None)
-        return json_response(err.body(), 400)
+        return json_response(error_body(err, request.url.path), 400)
 
     @app.exception_handler(Exception)
     async def _crash(request: Request, exc: Exception) -> Response:
         log.exception("gateway error on %s", request.url.path)
         err = p.APIError(500, f"internal error: {type(exc).__name__}: {exc}", type="server_error")
-        return json_response(err.body(), 500)
+        return json_response(error_body(err, request.url.path), 500)
 
     async def health(request: Request) -> Response:
         return json_response({"status": "ok", "model": engine.model_name, "weight_version": engine.weight_version})
@@ -457,6 +465,12 @@ def create_app(engine: Engine, store: SpanStore, *, api_key: str | None = None,
     async def responses(request: Request) -> Response:
         return await gw.responses(request, request.path_params.get("session_id"))
 
+    async def messages(request: Request) -> Response:
+        return await ms.serve(gw, request, request.path_params.get("session_id"))
+
+    async def count_tokens(request: Request) -> Response:
+        return await ms.count_tokens(gw, request)
+
     # Plain Starlette routes: FastAPI's dependency solving and response validation would
     # add work per call for no use here (we validate bodies ourselves, with our errors).
     app.add_route("/health", health, methods=["GET"])
@@ -465,6 +479,8 @@ def create_app(engine: Engine, store: SpanStore, *, api_key: str | None = None,
         app.add_route(prefix + "/v1/chat/completions", chat, methods=["POST"])
         app.add_route(prefix + "/v1/completions", completions, methods=["POST"])
         app.add_route(prefix + "/v1/responses", responses, methods=["POST"])
+        app.add_route(prefix + "/v1/messages", messages, methods=["POST"])
+        app.add_route(prefix + "/v1/messages/count_tokens", count_tokens, methods=["POST"])
     app.add_route("/v1/traces", gw.otlp, methods=["POST"])
     app.add_middleware(_Guard, limit=max_body_bytes, api_key=api_key)
     return app

@@ -20,7 +20,7 @@ def _event(doc: dict[str, Any], choices: list[dict[str, Any]], **extra: Any) -> 
     return f"data: {json.dumps(chunk)}\n\n".encode()
 
 
-def _text_pieces(text: str, tokens: list[int], tokenizer: Any) -> list[str]:
+def text_pieces(text: str, tokens: list[int], tokenizer: Any) -> list[str]:
     """Split ``text`` into per-token deltas (decoding prefixes keeps multi-byte characters whole)."""
     pieces, done = [], ""
     for i in range(1, len(tokens) + 1):
@@ -40,7 +40,7 @@ async def sse_chat(doc: dict[str, Any], gens: Sequence[Generation | None], token
         yield _event(doc, [{"index": i, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
         content = msg.get("content") or ""
         plain = tokenizer is not None and gen is not None and not msg.get("tool_calls")
-        pieces = _text_pieces(content, gen.token_ids, tokenizer) if plain and gen is not None else [content]
+        pieces = text_pieces(content, gen.token_ids, tokenizer) if plain and gen is not None else [content]
         for piece in pieces:
             if piece:
                 yield _event(doc, [{"index": i, "delta": {"content": piece}, "finish_reason": None}])
