@@ -62,3 +62,61 @@ def test_a_failing_backend_does_not_stop_training(tmp_path, caplog):
     _log_two_steps(logger)
     assert len((cfg.output / "metrics.jsonl").read_text().splitlines()) == 2
     assert "backend unreachable" in caplog.text
+
+
+def _wandb_history(raw: bytes) -> list[dict]:
+    """The history rows of a W&B run file: a 7-byte header, then LevelDB-log records (32 KiB
+    blocks of [crc32, length, type] + payload; type 1 whole, 2-4 first/middle/last part)
+    holding wandb_internal Record protobufs. wandb 0.31 ships no Python reader for it."""
+    import struct
+
+    from wandb.proto import wandb_internal_pb2
+
+    rows, pos, part = [], 7, b""
+    while pos + 7 <= len(raw):
+        if 32768 - pos % 32768 < 7:  # a block's tail too short for a header is padding
+            pos += 32768 - pos % 32768
+            continue
+        _, size, kind = struct.unpack("<IHB", raw[pos:pos + 7])
+        if kind == 0:
+            break
+        part, pos = part + raw[pos + 7:pos + 7 + size], pos + 7 + size
+        if kind in (1, 4):
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(part)
+            part = b""
+            if record.WhichOneof("record_type") == "history":
+                rows.append({i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in record.history.item})
+    return rows
+
+
+def test_wandb_offline_run_gets_the_metrics_and_is_finished(tmp_path, monkeypatch):
+    wandb = pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")  # nothing leaves the machine; `wandb sync` uploads later
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    cfg = TrainConfig(output=tmp_path / "run", tensorboard=False, wandb_project="tracerl-test")
+    _log_two_steps(MetricsLogger(cfg.output, cfg))
+    (run_file,) = (tmp_path / "wandb").glob("offline-run-*/*.wandb")  # what `wandb sync` would upload
+    history = [(int(h["_step"]), h["rollout/reward_mean"]) for h in _wandb_history(run_file.read_bytes())]
+    assert history == [(1, 0.25), (2, 0.75)]
+    assert wandb.run is None  # finished
+
+
+def test_trackio_run_gets_the_metrics(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACKIO_DIR", str(tmp_path / "trackio"))  # read when trackio is first imported
+    pytest.importorskip("trackio")
+    import trackio.sqlite_storage
+    import trackio.utils
+
+    for module in (trackio.utils, trackio.sqlite_storage):  # imported already by an earlier test
+        monkeypatch.setattr(module, "TRACKIO_DIR", tmp_path / "trackio")
+    from trackio.sqlite_storage import SQLiteStorage
+
+    cfg = TrainConfig(output=tmp_path / "run", tensorboard=False, trackio_project="tracerl-test")
+    _log_two_steps(MetricsLogger(cfg.output, cfg))
+    logs = SQLiteStorage.get_logs("tracerl-test", "run")
+    assert [(m["step"], m["rollout/reward_mean"], m["loss/policy"]) for m in logs] == [(1, 0.25, 0.5), (2, 0.75, -0.1)]
+    assert all("stats/nan" not in m for m in logs)
+    assert (tmp_path / "trackio" / "tracerl-test.db").is_file()

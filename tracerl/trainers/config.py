@@ -230,6 +230,11 @@ class TrainConfig(_Config):
     tensorboard: bool = Field(True, description="also log to TensorBoard when it is installed")
     wandb_project: str | None = Field(None, description="also log to this W&B project")
     mlflow_experiment: str | None = Field(None, description="also log to this MLflow experiment")
+    trackio_project: str | None = Field(None, description="also log to this Trackio project (local-first: "
+                                        "$TRACKIO_DIR, browse it with `trackio show`)")
+    code_diff: bool = Field(True, description="keep code.diff in the run folder: the tracked, uncommitted changes "
+                            "of the git repository the run started in (capped; never untracked files, never sent "
+                            "to a tracker, since it may hold secrets)")
     progress: bool = Field(True, description="show a live progress bar")
 
     @model_validator(mode="after")

@@ -47,6 +47,7 @@ from .model_path import resolve_model
 from .policy import Policy, follow, load_policy
 from .producer import Producer
 from .progress import Progress
+from .provenance import write_code_diff
 from .rft import (
     HELDOUT_FILE,
     drop_held_out,
@@ -222,6 +223,8 @@ def _prepare(cfg: TrainConfig, device: str | None, group: distributed.Group
     if group.main:
         cfg.output.mkdir(parents=True, exist_ok=True)
         (cfg.output / "config.json").write_text(cfg.model_dump_json(indent=2))
+        if cfg.code_diff:
+            write_code_diff(cfg.output)
         if cfg.resume and found is None:
             log.warning("--resume: no checkpoint in %s, starting from step 0", cfg.output)
     return cfg, base, found, device

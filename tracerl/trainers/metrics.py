@@ -89,7 +89,7 @@ def accuracy(episodes: Sequence[Episode], reward_max: float = 1.0) -> float:
 class MetricsLogger:
     """One call per step: ``logger.log(step, metrics)``; ``close()`` at the end.
 
-    ``metrics.jsonl`` always; TensorBoard, W&B and MLflow as configured. A backend that fails
+    ``metrics.jsonl`` always; TensorBoard, W&B, MLflow and Trackio as configured. A backend that fails
     is logged and skipped: metrics must never stop training."""
 
     def __init__(self, run_dir: Path, cfg: TrainConfig):
@@ -103,6 +103,8 @@ class MetricsLogger:
             self._sinks.append(_wandb(cfg))
         if cfg.mlflow_experiment:
             self._sinks.append(_mlflow(cfg))
+        if cfg.trackio_project:
+            self._sinks.append(_trackio(cfg))
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         clean = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and math.isfinite(v)}
@@ -169,6 +171,19 @@ def _mlflow(cfg: TrainConfig) -> _Sink:
     # MLflow takes "/" in metric names: the same names as metrics.jsonl and TensorBoard
     return _Sink(lambda step, m: mlflow.log_metrics(m, step=step, run_id=run.info.run_id),
                  lambda: mlflow.end_run())
+
+
+def _trackio(cfg: TrainConfig) -> _Sink:
+    try:
+        import trackio
+    except ImportError:
+        from tracerl.core.errors import MissingDependencyError
+
+        raise MissingDependencyError("trackio", "trackio", "trackio_project") from None
+    # no CPU sampling thread: memory/* already comes from the trainer, once a step
+    run = trackio.init(project=str(cfg.trackio_project), name=cfg.output.name, config=cfg.model_dump(mode="json"),
+                       auto_log_cpu=False, auto_log_gpu=False)
+    return _Sink(lambda step, m: run.log(m, step=step), run.finish)
 
 
 def memory_metrics() -> dict[str, float]:
