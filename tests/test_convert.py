@@ -259,7 +259,7 @@ def _varied_session(rng: random.Random, session: str, trace: str) -> list:
     style = rng.choice(["gateway", "gateway", "spaced", "tabs", "openai"])
     history = [Message(role="system", content="be exact"), _random_message(rng, "user", 0)]
     prompt = [rng.randrange(1000) for _ in range(rng.randint(3, 9))]
-    spans = []
+    spans, seen = [], []
     for seq in range(rng.randint(1, 7)):
         if style == "openai":  # OpenAI-shaped messages carry no reasoning
             history = [m.model_copy(update={"reasoning": None}) for m in history]
@@ -291,27 +291,48 @@ def _varied_session(rng: random.Random, session: str, trace: str) -> list:
         if rng.random() < 0.15:  # the agent rewrote its history: no common prefix with the last call
             history = [history[0], Message(role="user", content="summary"), *history[-1:]]
         glue = [rng.randrange(1000) for _ in range(rng.randint(0, 3))]
-        prompt = prompt + response + glue if rng.random() < 0.85 else [rng.randrange(1000) for _ in range(4)]
+        seen.append(prompt + response)
+        roll = rng.random()
+        if roll < 0.7:
+            prompt = prompt + response + glue
+        elif roll < 0.8:  # back to an earlier context (interleaved chains), or its reply re-rendered
+            earlier = rng.choice(seen)
+            prompt = earlier + glue if rng.random() < 0.7 else earlier[:-1] + [1001] + glue
+        elif roll < 0.9:  # the reply re-rendered: the same prompt, another last token
+            prompt = prompt + response[:-1] + [1002] + glue
+        else:  # a fresh context
+            prompt = [rng.randrange(1000) for _ in range(4)]
     return spans
 
 
 def _reference_sequences(steps: list) -> tuple[list[tuple], int]:
-    """Token-in/token-out the plain way: (ids, mask, logprobs, step indices, spans) per sequence."""
-    out, breaks, cur = [], 0, None
+    """Token-in/token-out the plain way: (ids, mask, logprobs, step indices, spans, parent, start)
+    per chain; a step joins the longest open chain its prompt extends, else starts one (a break
+    when its prompt holds an open chain up to that chain's last reply)."""
+    out, breaks, live, last = [], 0, [], None
     for i, st in enumerate(steps):
         if st.prompt_ids is None or st.response_ids is None:
-            cur = None
+            live, last = [], None
             continue
         lp = st.response_logprobs
         lp = lp if lp is not None and len(lp) == len(st.response_ids) else None
-        if cur is not None and st.prompt_ids[:len(cur[0])] == cur[0]:
-            extra = st.prompt_ids[len(cur[0]):]
+        going = [k for k in live if st.prompt_ids[:len(out[k][0])] == out[k][0]]
+        if going:
+            k = max(going, key=lambda k: len(out[k][0]))
+            extra = st.prompt_ids[len(out[k][0]):]
         else:
-            breaks += cur is not None
-            cur = ([], [], [], [], [])
-            out.append(cur)
+            broken = [k for k in live if st.prompt_ids[:out[k][4][-1][0]] == out[k][0][:out[k][4][-1][0]]]
+            if broken:
+                breaks += 1
+                live.remove(broken[-1])
+                out.append(([], [], [], [], [], broken[-1], "break"))
+            else:
+                out.append(([], [], [], [], [], last, "fresh" if out else "first"))
+            k = len(out) - 1
+            live.append(k)
             extra = st.prompt_ids
-        ids, mask, lps, idx, spans = cur
+        last = k
+        ids, mask, lps, idx, spans, _, _ = out[k]
         ids += extra
         mask += [0] * len(extra)
         start = len(ids)
@@ -320,7 +341,8 @@ def _reference_sequences(steps: list) -> tuple[list[tuple], int]:
         lps += [0.0] * len(extra) + (lp if lp is not None else [None])  # None: no logprobs for this sequence
         idx.append(i)
         spans.append((start, len(ids)))
-    return [(ids, mask, None if None in lps else lps, idx, spans) for ids, mask, lps, idx, spans in out], breaks
+    return [(ids, mask, None if None in lps else lps, idx, spans, parent, begun)
+            for ids, mask, lps, idx, spans, parent, begun in out], breaks
 
 
 def test_optimised_reading_equals_a_straightforward_reference_on_varied_spans():
@@ -344,7 +366,8 @@ def test_optimised_reading_equals_a_straightforward_reference_on_varied_spans():
                 assert Message.model_validate_json(m.model_dump_json()) == m
         seqs, breaks = _reference_sequences(traj.steps)
         assert traj.prefix_breaks == breaks
-        assert [(s.token_ids, s.mask, s.logprobs, s.step_indices, s.response_spans) for s in traj.sequences] == seqs
+        assert [(s.token_ids, s.mask, s.logprobs, s.step_indices, s.response_spans, s.parent, s.start)
+                for s in traj.sequences] == seqs
         # Shared message objects survive the JSON round trip, and validation re-creates the same.
         again = Episode.model_validate_json(ep.model_dump_json())
         assert again == ep and again.model_dump_json() == ep.model_dump_json()

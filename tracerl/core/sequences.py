@@ -1,22 +1,24 @@
 """Token-in/token-out: turn one trajectory's steps into training sequences.
 
-Consecutive calls whose prompt ids extend the previous prompt + response ids token for
-token merge into one sequence: the model's tokens get mask 1, the tokens inserted between
-calls (tool results, user turns, the chat template's glue) get mask 0. Where a prompt does
-not extend the sequence (history edited, summarised, re-templated) a new sequence starts and
-the break is counted. Text is never re-tokenized here: steps without ids end the current
+Calls whose prompt ids extend an earlier call's prompt + response ids token for token merge
+into one sequence (a chain): the model's tokens get mask 1, the tokens inserted between calls
+(tool results, user turns, the chat template's glue) get mask 0. One trajectory may hold
+several chains (a sub-agent's fresh contexts, a compaction), each a training row with its
+lineage (``TokenSequence.parent``, ``start``); a reply that came back re-rendered ends its
+chain and is counted as a prefix break (see :func:`build_sequences`). Text is never re-tokenized here: steps without ids end the current
 sequence and are left out (the episode's termination reason says so).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from .types import Step, TokenSequence, construct
 
 
 def _sequence(ids: list[int], spans: list[tuple[int, int]], indices: list[int],
-              step_logprobs: list[list[float]] | None) -> TokenSequence:
+              step_logprobs: list[list[float]] | None, parent: int | None, begun: str) -> TokenSequence:
     """One sequence from its tokens and the (start, end) of each merged step's response."""
     mask = [0] * len(ids)
     for start, end in spans:
@@ -27,43 +29,71 @@ def _sequence(ids: list[int], spans: list[tuple[int, int]], indices: list[int],
         for (start, end), lp in zip(spans, step_logprobs):
             logprobs[start:end] = lp
     return construct(TokenSequence, token_ids=ids, mask=mask, logprobs=logprobs, step_indices=indices,
-                     response_spans=spans)
+                     response_spans=spans, parent=parent, start=begun)
+
+
+@dataclass
+class _Chain:
+    ids: list[int]
+    parent: int | None  # the chain this one came from (see TokenSequence.parent)
+    start: str  # "first", "fresh" or "break"
+    indices: list[int] = field(default_factory=list)
+    spans: list[tuple[int, int]] = field(default_factory=list)
+    logprobs: list[list[float]] | None = field(default_factory=list)  # None once a step lacks them
+    open: bool = True
+
+    def extends(self, prompt: list[int]) -> bool:
+        return len(prompt) >= len(self.ids) and prompt[: len(self.ids)] == self.ids
+
+    def rerenders(self, prompt: list[int]) -> bool:
+        """The prompt holds this chain up to its last reply, then not that reply as sampled."""
+        cut = self.spans[-1][0]
+        return len(prompt) >= cut and prompt[:cut] == self.ids[:cut]
+
+    def add(self, index: int, step: Step) -> None:
+        prompt, response = step.prompt_ids or [], step.response_ids or []
+        self.ids += prompt[len(self.ids):]  # tokens inserted between the calls: not the model's
+        lp = step.response_logprobs
+        if self.logprobs is not None:
+            self.logprobs = self.logprobs + [lp] if lp is not None and len(lp) == len(response) else None
+        self.indices.append(index)
+        self.spans.append((len(self.ids), len(self.ids) + len(response)))
+        self.ids += response
 
 
 def build_sequences(steps: Sequence[Step]) -> tuple[list[TokenSequence], int]:
-    """Return ``(sequences, prefix_breaks)`` for steps already in call order."""
-    sequences: list[TokenSequence] = []
+    """Return ``(sequences, prefix_breaks)`` for steps already in call order.
+
+    A step extends the open chain whose tokens its prompt continues (the longest, when several
+    do), so the interleaved turns A1, B1, A2, B2 of two contexts make two sequences, not four.
+    A step that extends none starts a chain. It is a *prefix break* (counted) when its prompt
+    holds an open chain up to that chain's last reply but not the reply as sampled: the reply
+    came back re-rendered or edited, and that chain ends there. Otherwise it is a *fresh
+    context* (a sub-agent, a handoff, a compaction, a rewritten history; not counted), whose
+    parent is the chain of the call just before it. A step without token ids ends every chain.
+    """
+    chains: list[_Chain] = []
     breaks = 0
-    ids: list[int] = []
-    indices: list[int] = []
-    spans: list[tuple[int, int]] = []
-    step_logprobs: list[list[float]] | None = []  # None once a step of the sequence lacks them
+    last: int | None = None
     for i, step in enumerate(steps):
-        prompt, response = step.prompt_ids, step.response_ids
-        if prompt is None or response is None:
-            if indices:
-                sequences.append(_sequence(ids, spans, indices, step_logprobs))
-            ids, indices, spans, step_logprobs = [], [], [], []
+        prompt = step.prompt_ids
+        if prompt is None or step.response_ids is None:
+            for chain in chains:
+                chain.open = False
+            last = None
             continue
-        n = len(ids)
-        if indices and len(prompt) >= n and prompt[:n] == ids:
-            ids += prompt[n:]  # tokens inserted between the calls: not the model's
+        live = [k for k, c in enumerate(chains) if c.open]
+        going = [k for k in live if chains[k].extends(prompt)]
+        if going:
+            last = max(going, key=lambda k: len(chains[k].ids))
         else:
-            if indices:
+            broken = next((k for k in reversed(live) if chains[k].rerenders(prompt)), None)
+            if broken is not None:
                 breaks += 1
-                sequences.append(_sequence(ids, spans, indices, step_logprobs))
-                step_logprobs = []
-            ids, indices, spans = list(prompt), [], []
-        lp = step.response_logprobs
-        if step_logprobs is not None:
-            if lp is not None and len(lp) == len(response):
-                step_logprobs.append(lp)
+                chains[broken].open = False
+                chains.append(_Chain([], broken, "break"))
             else:
-                step_logprobs = None
-        start = len(ids)
-        ids += response
-        indices.append(i)
-        spans.append((start, len(ids)))
-    if indices:
-        sequences.append(_sequence(ids, spans, indices, step_logprobs))
-    return sequences, breaks
+                chains.append(_Chain([], last, "fresh" if chains else "first"))
+            last = len(chains) - 1
+        chains[last].add(i, step)
+    return [_sequence(c.ids, c.spans, c.indices, c.logprobs, c.parent, c.start) for c in chains], breaks

@@ -154,6 +154,11 @@ class TokenSequence(_Model):
     logprobs: list[float] | None = None
     step_indices: list[int] = Field(default_factory=list)
     response_spans: list[tuple[int, int]] = Field(default_factory=list)
+    parent: int | None = Field(None, description="index in Trajectory.sequences of the chain this one came "
+                               "from: the broken chain, or the chain of the call before a fresh context")
+    start: Literal["first", "fresh", "break"] = Field(
+        "first", description="how the chain began: the trajectory's first, a fresh context (a sub-agent, a "
+        "handoff, a compaction), or a prefix break of its parent")
 
     def __len__(self) -> int:
         return len(self.token_ids)
@@ -166,7 +171,8 @@ class Trajectory(_Model):
     steps: list[Step] = Field(default_factory=list)
     sequences: list[TokenSequence] = Field(default_factory=list)
     reward: float | None = None
-    prefix_breaks: int = Field(0, description="times a prompt did not extend the previous sequence")
+    prefix_breaks: int = Field(0, description="times a reply came back re-rendered or edited in the next prompt "
+                               "(not a fresh context: see tracerl.core.sequences)")
 
 
 class Episode(_Model):

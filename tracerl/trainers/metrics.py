@@ -42,6 +42,11 @@ def episode_metrics(episodes: Sequence[Episode], prefix: str = "rollout", reward
         f"{prefix}/response_length_mean": statistics.fmean(lengths) if lengths else 0.0,
         f"{prefix}/missing_token_ids": float(sum(1 for s in steps if not s.has_tokens)),
         f"{prefix}/prefix_breaks": float(sum(t.prefix_breaks for ep in episodes for t in ep.trajectories)),
+        # training rows: one per chain (a context; several with sub-agents or compaction)
+        f"{prefix}/chains_per_episode": sum(len(t.sequences) for ep in episodes for t in ep.trajectories)
+        / len(episodes),
+        f"{prefix}/fresh_contexts": float(sum(s.start == "fresh" for ep in episodes for t in ep.trajectories
+                                              for s in t.sequences)),
         f"{prefix}/response_tokens": float(sum(lengths)),
     }
     if any(s.tools for s in steps):  # the share of episodes that called a tool, where one was offered
