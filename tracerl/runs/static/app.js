@@ -303,9 +303,11 @@ async function renderTokens() {
     gap: [["rgba(142,68,173,.7)", "sampler and trainer disagree"], ["#fff", "agree"]]}[mode]).map(([c, t]) => el("span", {style: `background:${c}`}, t)));
   const blocks = [];
   for (const t of ep.trajectories) {
-    blocks.push(el("h4", {}, `${t.name}: ${t.sequences.length} sequence(s)${t.flat ? " · flat group: not trained" : t.trained ? "" : " · not trained"}`));
+    blocks.push(el("h4", {}, `${t.name}: ${t.sequences.length} chain(s)${t.flat ? " · flat group: not trained" : t.trained ? "" : " · not trained"}`));
     t.sequences.forEach((s, i) => {
-      if (i > 0) blocks.push(el("div", {class: "break"}, "prefix break: the next call's prompt did not extend this sequence, so a new one starts"));
+      const from = s.parent === null || s.parent === undefined ? "" : ` from chain ${s.parent + 1}`;
+      if (s.start === "break") blocks.push(el("div", {class: "break"}, `chain ${i + 1}: prefix break${from}: the next call's prompt did not hold the reply as sampled, so a new chain starts`));
+      else if (s.start === "fresh") blocks.push(el("div", {class: "chain"}, `chain ${i + 1}: a fresh context${from} (a sub-agent, a handoff, a compaction)`));
       const seq = el("div", {class: "seq", "data-trajectory": t.name, "data-sequence": i, "data-masked": s.mask.reduce((a, b) => a + b, 0)});
       const ti = ep.trajectories.indexOf(t), mine = trainer ? trainer.trajectories[ti][i] : null;
       s.token_ids.forEach((id, j) => {
