@@ -28,7 +28,7 @@ def fresh_pools(monkeypatch):
     import openai  # noqa: F401
 
     monkeypatch.setattr(clients, "_tls", None)
-    monkeypatch.setattr(clients, "_sync_http", None)
+    monkeypatch.setattr(clients, "_sync_http", {})
     monkeypatch.setattr(clients, "_local", type(clients._local)())
     made = []
     original = ssl.SSLContext.__new__
