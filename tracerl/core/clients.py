@@ -25,6 +25,8 @@ import threading
 import weakref
 from typing import Any
 
+from .errors import require
+
 _lock = threading.Lock()
 _tls: ssl.SSLContext | None = None
 _sync_http: dict[str, Any] = {}  # per SDK ("openai", "anthropic"): each brings its own httpx flavour
@@ -107,19 +109,9 @@ def async_openai_client(base_url: str, api_key: str, **options: Any) -> Any:
     return openai.AsyncOpenAI(base_url=base_url, api_key=api_key, http_client=async_http_client(), **options)
 
 
-def _optional(module: str, package: str, extra: str, purpose: str) -> Any:
-    """``module``, imported, or a MissingDependencyError naming the extra that installs it."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        from .errors import MissingDependencyError
-
-        raise MissingDependencyError(package, extra, purpose) from exc
-
-
 def chat_openai(base_url: str, api_key: str, **options: Any) -> Any:
     """LangChain's ``ChatOpenAI`` for ``base_url`` on the shared pools."""
-    lc = _optional("langchain_openai", "langchain-openai", "langchain", "RolloutContext.chat_openai")
+    lc = require("langchain_openai", "langchain-openai", "langchain", "RolloutContext.chat_openai")
     return lc.ChatOpenAI(base_url=base_url, api_key=api_key, http_client=sync_http_client(),
                          http_async_client=async_http_client(), **options)
 
@@ -132,14 +124,14 @@ def anthropic_base_url(base_url: str) -> str:
 def anthropic_client(base_url: str, api_key: str, **options: Any) -> Any:
     """``anthropic.Anthropic`` for the session at ``base_url`` (its OpenAI form, ``.../v1``), on
     the shared pool; ``options`` go to the client."""
-    anthropic = _optional("anthropic", "anthropic", "anthropic", "RolloutContext.anthropic_client")
+    anthropic = require("anthropic", "anthropic", "anthropic", "RolloutContext.anthropic_client")
     return anthropic.Anthropic(base_url=anthropic_base_url(base_url), api_key=api_key,
                                http_client=sync_http_client("anthropic"), **options)
 
 
 def async_anthropic_client(base_url: str, api_key: str, **options: Any) -> Any:
     """``anthropic.AsyncAnthropic`` for the session at ``base_url``, on the running loop's pool."""
-    anthropic = _optional("anthropic", "anthropic", "anthropic", "RolloutContext.async_anthropic_client")
+    anthropic = require("anthropic", "anthropic", "anthropic", "RolloutContext.async_anthropic_client")
     return anthropic.AsyncAnthropic(base_url=anthropic_base_url(base_url), api_key=api_key,
                                     http_client=async_http_client("anthropic"), **options)
 
@@ -147,5 +139,5 @@ def async_anthropic_client(base_url: str, api_key: str, **options: Any) -> Any:
 def chat_anthropic(base_url: str, api_key: str, **options: Any) -> Any:
     """LangChain's ``ChatAnthropic`` for the session at ``base_url`` (it builds its own HTTP
     client per URL)."""
-    lc = _optional("langchain_anthropic", "langchain-anthropic", "anthropic", "RolloutContext.chat_anthropic")
+    lc = require("langchain_anthropic", "langchain-anthropic", "anthropic", "RolloutContext.chat_anthropic")
     return lc.ChatAnthropic(base_url=anthropic_base_url(base_url), api_key=api_key, **options)

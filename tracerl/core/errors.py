@@ -26,6 +26,8 @@ points at the data, the way httpx errors carry their request.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class TracerlError(Exception):
     """Base of all errors raised by tracerl."""
@@ -48,6 +50,16 @@ class MissingDependencyError(TracerlError, ImportError):
             f"{purpose} needs the '{package}' package, which is not installed. "
             f"Install it with: pip install 'tracerl[{extra}]'"
         )
+
+
+def require(module: str, package: str, extra: str, purpose: str) -> Any:
+    """``module``, imported, or a :class:`MissingDependencyError` naming the extra that installs it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingDependencyError(package, extra, purpose) from exc
 
 
 class SpanDecodeError(TracerlError, ValueError):

@@ -303,6 +303,19 @@ class Gateway:
         doc["model"] = self.engine.model_name
         return doc, gens
 
+    async def one_chat(self, request: Request, path_session: str | None, req: p.ChatRequest, chat: dict[str, Any]
+                       ) -> tuple[str, dict[str, Any], Generation | None, dict[str, int]]:
+        """The one chat call another API was translated to (Responses, Messages): (id, choice,
+        its generation, usage). Behind an upstream engine it is forwarded, unstreamed, and has no
+        generation of ours."""
+        if getattr(self.engine, "passthrough", False):
+            doc, _ = await self.forward(request, path_session, req, {**chat, "stream": False})
+            rid, got = str(doc.get("id", "")), doc.get("usage") or {}
+            usage = {k: int(got.get(k) or 0) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+            return rid, (doc.get("choices") or [{"message": {}, "finish_reason": "stop"}])[0], None, usage
+        rid, gens, choices, usage, _ = await self.chat_call(request, path_session, req)
+        return rid, choices[0], gens[0], usage
+
     async def responses(self, request: Request, path_session: str | None) -> Response:
         """The Responses API, served and recorded as a chat call (see :mod:`.responses`); to a
         hosted model behind an upstream engine, forwarded as one."""
@@ -310,15 +323,9 @@ class Gateway:
         chat = rs.chat_request(body)
         req = p.ChatRequest.model_validate(chat)
         self.check_model(req.model)
-        if getattr(self.engine, "passthrough", False):
-            doc, _ = await self.forward(request, path_session, req, {**chat, "stream": False})
-            rid, got = str(doc.get("id", "")), doc.get("usage") or {}
-            usage = {k: int(got.get(k) or 0) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
-            choices = doc.get("choices") or [{"message": {}, "finish_reason": "stop"}]
-        else:
-            rid, _, choices, usage, _ = await self.chat_call(request, path_session, req)
-        answer = rs.response(rid, self.engine.model_name, choices[0].get("message") or {}, usage, body,
-                             str(choices[0].get("finish_reason")))
+        rid, choice, _, usage = await self.one_chat(request, path_session, req, chat)
+        answer = rs.response(rid, self.engine.model_name, choice.get("message") or {}, usage, body,
+                             str(choice.get("finish_reason")))
         if req.stream:
             return StreamingResponse(rs.sse_events(answer), media_type="text/event-stream")
         return json_response(answer)

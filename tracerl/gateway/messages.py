@@ -249,15 +249,7 @@ async def serve(gw: Any, request: Any, path_session: str | None) -> Any:
     chat = chat_request(body)
     req = p.ChatRequest.model_validate(chat)
     gw.check_model(req.model)
-    gen = None
-    if getattr(gw.engine, "passthrough", False):
-        doc, _ = await gw.forward(request, path_session, req, {**chat, "stream": False})
-        rid, got = str(doc.get("id", "")), doc.get("usage") or {}
-        usage = {k: int(got.get(k) or 0) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
-        choice = (doc.get("choices") or [{"message": {}, "finish_reason": "stop"}])[0]
-    else:
-        rid, gens, choices, usage, _ = await gw.chat_call(request, path_session, req)
-        choice, gen = choices[0], gens[0]
+    rid, choice, gen, usage = await gw.one_chat(request, path_session, req, chat)
     stop = gen.stop_reason if gen is not None and isinstance(gen.stop_reason, str) else None
     answer = message(rid, gw.engine.model_name, choice.get("message") or {}, str(choice.get("finish_reason")),
                      stop, usage)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tracerl.core.errors import require
 from tracerl.core.types import Episode, Step
 
 from .config import TrainConfig
@@ -153,23 +154,13 @@ def _tensorboard(path: Path) -> list[_Sink]:
 
 
 def _wandb(cfg: TrainConfig) -> _Sink:
-    try:
-        import wandb
-    except ImportError:
-        from tracerl.core.errors import MissingDependencyError
-
-        raise MissingDependencyError("wandb", "wandb", "wandb_project") from None
+    wandb = require("wandb", "wandb", "wandb", "wandb_project")
     run = wandb.init(project=cfg.wandb_project, config=cfg.model_dump(mode="json"))
     return _Sink(lambda step, m: run.log(m, step=step), run.finish)
 
 
 def _mlflow(cfg: TrainConfig) -> _Sink:
-    try:
-        import mlflow
-    except ImportError:
-        from tracerl.core.errors import MissingDependencyError
-
-        raise MissingDependencyError("mlflow", "mlflow", "mlflow_experiment") from None
+    mlflow = require("mlflow", "mlflow", "mlflow", "mlflow_experiment")
     mlflow.set_experiment(cfg.mlflow_experiment)
     run = mlflow.start_run(run_name=cfg.output.name)
     mlflow.log_params({"task": cfg.task, "algo": cfg.algo.type, "steps": cfg.steps, "seed": cfg.seed})
@@ -179,12 +170,7 @@ def _mlflow(cfg: TrainConfig) -> _Sink:
 
 
 def _trackio(cfg: TrainConfig) -> _Sink:
-    try:
-        import trackio
-    except ImportError:
-        from tracerl.core.errors import MissingDependencyError
-
-        raise MissingDependencyError("trackio", "trackio", "trackio_project") from None
+    trackio = require("trackio", "trackio", "trackio", "trackio_project")
     # no CPU sampling thread: memory/* already comes from the trainer, once a step
     run = trackio.init(project=str(cfg.trackio_project), name=cfg.output.name, config=cfg.model_dump(mode="json"),
                        auto_log_cpu=False, auto_log_gpu=False)

@@ -33,13 +33,14 @@ def write_code_diff(folder: Path, cwd: Path | None = None, max_bytes: int = MAX_
     root = _git(cwd, "rev-parse", "--show-toplevel")
     if root is None:
         return None
-    commit = (_git(cwd, "rev-parse", "HEAD") or "").strip() or "(no commit yet)"
-    diff = _git(cwd, "diff", "HEAD", "--no-color", "--no-ext-diff", "--binary") if commit[0] != "(" else ""
+    commit = (_git(cwd, "rev-parse", "HEAD") or "").strip()
+    diff = _git(cwd, "diff", "HEAD", "--no-color", "--no-ext-diff", "--binary") if commit else ""
     if diff is None:
         log.warning("code.diff: git diff failed in %s; the run folder has no code.diff", root.strip())
         return None
     body = diff.encode()
-    head = f"# git repository {root.strip()} at commit {commit}: tracked changes not committed (git diff HEAD)\n"
+    head = (f"# git repository {root.strip()} at commit {commit or '(no commit yet)'}: tracked changes not "
+            "committed (git diff HEAD)\n")
     if not body:
         head += "# none: the run's code is that commit\n"
     elif len(body) > max_bytes:
