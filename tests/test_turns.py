@@ -11,50 +11,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from checks import ScriptEngine, qwen_tokenizer
 from openai import OpenAI
 
 import tracerl
 from tracerl.core.convert import episode_from_spans
-from tracerl.engines.base import Generation, SamplingParams, tokenizer_fingerprint
+from tracerl.engines.base import tokenizer_fingerprint
 from tracerl.gateway.server import GatewayServer
 from tracerl.models import tiny_model_path
 
-QWEN_TEMPLATE = (Path(__file__).parent / "data" / "qwen2.5_chat_template.jinja").read_text()
 TOOLS = [{"type": "function", "function": {"name": "calculator", "description": "Evaluate an expression.",
           "parameters": {"type": "object", "properties": {"expression": {"type": "string"}}}}}]
 BARE_CALL = '```json\n{"name": "calculator", "arguments": {"expression": "37*41"}}\n```'
-
-
-def _qwen_tokenizer() -> Any:
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(tiny_model_path())
-    tok.chat_template = QWEN_TEMPLATE
-    return tok
-
-
-class ScriptEngine:
-    """An engine (tracerl.engines.base.Engine) that samples the given replies in turn: the
-    gateway's side of a model that writes its tool calls as bare JSON."""
-
-    model_name = "teacher"
-    weight_version = 0
-    max_context = 4096
-
-    def __init__(self, tokenizer: Any, replies: list[str]):
-        self.tokenizer, self.replies, self.prompts = tokenizer, list(replies), []
-
-    async def generate(self, prompt_ids: list[int], params: SamplingParams) -> list[Generation]:
-        self.prompts.append(list(prompt_ids))
-        end = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
-        ids = list(self.tokenizer.encode(self.replies.pop(0), add_special_tokens=False)) + [end]
-        return [Generation(ids, [-0.25] * len(ids), "stop", 0, end)]
-
-    def update_weights(self, state_dict: Any, version: int) -> None:
-        pass
-
-    async def close(self) -> None:
-        pass
 
 
 def _tool_episode(engine: Any, tmp_path: Path, tracing: Any, **server: Any) -> tracerl.Episode:
@@ -78,7 +46,7 @@ def _tool_episode(engine: Any, tmp_path: Path, tracing: Any, **server: Any) -> t
 
 
 def test_a_bare_json_tool_call_stays_one_sequence_with_masks_on_the_sampled_tokens(tmp_path, tracing):
-    tok = _qwen_tokenizer()
+    tok = qwen_tokenizer()
     engine = ScriptEngine(tok, [BARE_CALL, "The answer is 1517."])
     ep = _tool_episode(engine, tmp_path, tracing)
     (traj,) = ep.trajectories
@@ -98,7 +66,7 @@ def test_a_bare_json_tool_call_stays_one_sequence_with_masks_on_the_sampled_toke
 
 
 def test_without_continuation_the_template_rerenders_the_call_and_the_prefix_breaks(tmp_path, tracing):
-    tok = _qwen_tokenizer()
+    tok = qwen_tokenizer()
     engine = ScriptEngine(tok, [BARE_CALL, "The answer is 1517."])
     ep = _tool_episode(engine, tmp_path, tracing, continue_tokens=False)
     (traj,) = ep.trajectories
@@ -109,7 +77,7 @@ def test_without_continuation_the_template_rerenders_the_call_and_the_prefix_bre
 def test_a_changed_history_is_rendered_in_full(tmp_path):
     from tracerl.gateway.turns import Turns
 
-    tok = _qwen_tokenizer()
+    tok = qwen_tokenizer()
     turns = Turns(tok)
     asked = [{"role": "user", "content": "Hi"}]
     prompt = list(tok.apply_chat_template(asked, add_generation_prompt=True, tokenize=True, return_dict=False))
@@ -135,7 +103,7 @@ def test_a_random_weight_qwen2_model_behind_the_gateway_masks_exactly_the_sample
     from tracerl.core.store import SpanStore
     from tracerl.engines.torch_engine import TorchEngine
 
-    tok = _qwen_tokenizer()
+    tok = qwen_tokenizer()
     folder = tmp_path / "qwen2-tiny"
     torch.manual_seed(0)
     Qwen2ForCausalLM(Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -182,7 +150,7 @@ def test_a_teachers_token_ids_are_retokenized_with_the_students_template(tmp_pat
     from tracerl.trainers.retokenize import foreign
     from tracerl.trainers.rft import load_traces
 
-    teacher = _qwen_tokenizer()
+    teacher = qwen_tokenizer()
     ep = _tool_episode(ScriptEngine(teacher, [BARE_CALL, "The answer is 1517."]), tmp_path, tracing)
     student = AutoTokenizer.from_pretrained(tiny_model_path())  # same vocabulary, another template
     mine = tokenizer_fingerprint(student)

@@ -25,7 +25,7 @@ from typing import Any
 
 from . import _json
 from . import semconv as sc
-from .sequences import build_sequences
+from .sequences import build_sequences, call_order, link_callers
 from .spans import SpanRecord, to_records
 from .store import TRACE_SESSION_PREFIX
 from .types import Episode, Step, Task, TerminationReason, Trajectory, construct
@@ -247,23 +247,6 @@ def _step(tree: _Tree, g: sc.LLMCall | None, f: sc.LLMCall | None) -> Step:
     )
 
 
-def _order(steps: list[Step]) -> list[Step]:
-    """Gateway sequence numbers are the truth; steps without one are merged in by time."""
-    numbered = sorted((s for s in steps if s.sequence is not None), key=lambda s: (s.sequence, s.start_time_ns))
-    loose = sorted((s for s in steps if s.sequence is None), key=lambda s: s.start_time_ns)
-    if not numbered or not loose:
-        return numbered or loose
-    out: list[Step] = []
-    i = 0
-    for s in numbered:
-        while i < len(loose) and loose[i].start_time_ns < s.start_time_ns:
-            out.append(loose[i])
-            i += 1
-        out.append(s)
-    out.extend(loose[i:])
-    return out
-
-
 def _apply_rewards(
     rewards: list[SpanRecord], steps: list[Step], ep: dict[str, Any]
 ) -> dict[str, float]:
@@ -362,7 +345,7 @@ def episode_from_spans(
         (gateway if call.is_gateway else framework).append(call)
     outer = _fold_framework_calls(tree, framework)
     steps = [_step(tree, g, f) for g, f in _join(tree, gateway, outer, metrics)]
-    steps = _order(steps)
+    steps = call_order(steps)
     info = _episode_info(episode_spans)
     finals = _apply_rewards(rewards, steps, info)
 
@@ -384,6 +367,7 @@ def episode_from_spans(
                 prefix_breaks=breaks,
             )
         )
+    link_callers(trajectories)
     missing = sum(1 for s in steps if not s.has_tokens)
     metrics["convert/steps"] = len(steps)
     metrics["convert/missing_token_ids"] = missing

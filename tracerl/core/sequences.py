@@ -4,9 +4,12 @@ Calls whose prompt ids extend an earlier call's prompt + response ids token for 
 into one sequence (a chain): the model's tokens get mask 1, the tokens inserted between calls
 (tool results, user turns, the chat template's glue) get mask 0. One trajectory may hold
 several chains (a sub-agent's fresh contexts, a compaction), each a training row with its
-lineage (``TokenSequence.parent``, ``start``); a reply that came back re-rendered ends its
-chain and is counted as a prefix break (see :func:`build_sequences`). Text is never re-tokenized here: steps without ids end the current
-sequence and are left out (the episode's termination reason says so).
+lineage (``TokenSequence.parent``, ``parent_agent``, ``start``); a reply that came back
+re-rendered ends its chain and is counted as a prefix break (see :func:`build_sequences`).
+A sub-agent with a name of its own is a trajectory of its own, and its contexts name the
+chain of the agent that called them (:func:`link_callers`). Text is never re-tokenized
+here: steps without ids end the current sequence and are left out (the episode's
+termination reason says so).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .types import Step, TokenSequence, construct
+from .types import Step, TokenSequence, Trajectory, construct
 
 
 def _sequence(ids: list[int], spans: list[tuple[int, int]], indices: list[int],
@@ -29,7 +32,7 @@ def _sequence(ids: list[int], spans: list[tuple[int, int]], indices: list[int],
         for (start, end), lp in zip(spans, step_logprobs):
             logprobs[start:end] = lp
     return construct(TokenSequence, token_ids=ids, mask=mask, logprobs=logprobs, step_indices=indices,
-                     response_spans=spans, parent=parent, start=begun)
+                     response_spans=spans, parent=parent, parent_agent=None, start=begun)
 
 
 @dataclass
@@ -97,3 +100,47 @@ def build_sequences(steps: Sequence[Step]) -> tuple[list[TokenSequence], int]:
             last = len(chains) - 1
         chains[last].add(i, step)
     return [_sequence(c.ids, c.spans, c.indices, c.logprobs, c.parent, c.start) for c in chains], breaks
+
+
+def call_order(steps: Sequence[Step]) -> list[Step]:
+    """Steps in call order: gateway sequence numbers are the truth; steps without one are
+    merged in by start time."""
+    numbered = sorted((s for s in steps if s.sequence is not None), key=lambda s: (s.sequence, s.start_time_ns))
+    loose = sorted((s for s in steps if s.sequence is None), key=lambda s: s.start_time_ns)
+    if not numbered or not loose:
+        return numbered or loose
+    out: list[Step] = []
+    i = 0
+    for s in numbered:
+        while i < len(loose) and loose[i].start_time_ns < s.start_time_ns:
+            out.append(loose[i])
+            i += 1
+        out.append(s)
+    out.extend(loose[i:])
+    return out
+
+
+def link_callers(trajectories: Sequence[Trajectory]) -> None:
+    """Give each context that another agent's call came just before a parent in that agent's
+    trajectory: a sub-agent's contexts then name the supervisor's chain that called them
+    (``parent_agent``, ``parent``; ``start`` "fresh"), not the sub-agent's previous context.
+
+    Lineage is by call order, which is what the spans hold for sure: the caller of a context
+    is the chain of the episode's last call before it. Contexts of one agent that follow each
+    other (a compaction, a sub-agent's second turn) keep the parent :func:`build_sequences`
+    gave them."""
+    home: dict[int, tuple[str, int]] = {}  # id(step) -> (trajectory, chain index)
+    firsts: list[tuple[int, Trajectory, TokenSequence]] = []
+    for traj in trajectories:
+        for k, seq in enumerate(traj.sequences):
+            for i in seq.step_indices:
+                home[id(traj.steps[i])] = (traj.name, k)
+    order = call_order([s for t in trajectories for s in t.steps])
+    position = {id(s): n for n, s in enumerate(order)}
+    for traj in trajectories:
+        firsts.extend((position[id(traj.steps[seq.step_indices[0]])], traj, seq)
+                      for seq in traj.sequences if seq.start != "break" and seq.step_indices)
+    for n, traj, seq in firsts:
+        caller = next((home[id(s)] for s in reversed(order[:n]) if id(s) in home), None)
+        if caller is not None and caller[0] != traj.name:
+            seq.parent_agent, seq.parent, seq.start = caller[0], caller[1], "fresh"

@@ -154,11 +154,14 @@ class TokenSequence(_Model):
     logprobs: list[float] | None = None
     step_indices: list[int] = Field(default_factory=list)
     response_spans: list[tuple[int, int]] = Field(default_factory=list)
-    parent: int | None = Field(None, description="index in Trajectory.sequences of the chain this one came "
-                               "from: the broken chain, or the chain of the call before a fresh context")
+    parent: int | None = Field(None, description="index in Trajectory.sequences (of ``parent_agent``'s "
+                               "trajectory when set) of the chain this one came from: the broken chain, or "
+                               "the chain of the episode's call just before a fresh context")
+    parent_agent: str | None = Field(None, description="the trajectory holding the parent chain when it is "
+                                     "another agent's (a sub-agent's context names its caller's); None: this one")
     start: Literal["first", "fresh", "break"] = Field(
-        "first", description="how the chain began: the trajectory's first, a fresh context (a sub-agent, a "
-        "handoff, a compaction), or a prefix break of its parent")
+        "first", description="how the chain began: the episode's first context, a fresh context (a sub-agent, "
+        "a handoff, a compaction), or a prefix break of its parent")
 
     def __len__(self) -> int:
         return len(self.token_ids)

@@ -7,14 +7,19 @@ the model wrote it (a small model's bare JSON tool call, re-rendered as the temp
 extend the old prompt and response, the episode splits into sequences at every turn
 (``prefix_breaks``), and the model is trained on a history it never produced.
 
-So the gateway remembers each session's last call: the messages it was asked, its prompt ids,
-the ids it sampled and the message it returned. When the next request of the session holds
-exactly those messages, then that assistant message unchanged (content, tool names and
-arguments; call ids may differ), then anything new, its prompt is the old prompt + the sampled
-ids + the template's rendering of what follows that turn (the text the template puts after the
-turn's end token, then the new messages and the generation prompt). Otherwise, or when the
-sampled turn did not end on a special token (cut by ``max_tokens``, a stop string), the whole
-conversation is rendered as before.
+So the gateway remembers each session's last call in each of its contexts: the messages it
+was asked, its prompt ids, the ids it sampled and the message it returned. When a request of
+the session holds exactly those messages, then that assistant message unchanged (content, tool
+names and arguments; call ids may differ), then anything new, its prompt is the old prompt +
+the sampled ids + the template's rendering of what follows that turn (the text the template
+puts after the turn's end token, then the new messages and the generation prompt). Otherwise,
+or when the sampled turn did not end on a special token (cut by ``max_tokens``, a stop
+string), the whole conversation is rendered as before.
+
+A session holds several contexts at once when a supervisor's calls interleave with a
+sub-agent's (S1, B1, S2): the sub-agent's call must not make the supervisor's next turn be
+rendered anew, so up to ``contexts`` contexts are kept per session, the one a call continues
+replaced by that call and the least recently used dropped first.
 """
 
 from __future__ import annotations
@@ -50,34 +55,39 @@ def _key(message: dict[str, Any]) -> tuple[Any, ...]:
 
 
 class Turns:
-    """The last call of up to ``size`` sessions (least recently used dropped first)."""
+    """The last call of each of up to ``contexts`` contexts in up to ``size`` sessions (least
+    recently used dropped first)."""
 
-    def __init__(self, tokenizer: Any, size: int = 4096):
+    def __init__(self, tokenizer: Any, size: int = 4096, contexts: int = 16):
         self.tokenizer = tokenizer
-        self.size = size
-        self._last: OrderedDict[str, Turn] = OrderedDict()
+        self.size, self.contexts = size, contexts
+        self._last: OrderedDict[str, list[Turn]] = OrderedDict()
         self._special = frozenset(getattr(tokenizer, "all_special_ids", ()) or ())
 
     def remember(self, session: str | None, messages: list[dict[str, Any]], tools: Any, prompt_ids: list[int],
                  response_ids: list[int], returned: dict[str, Any]) -> None:
         if session is None:
             return
-        if not response_ids or response_ids[-1] not in self._special:
-            self._last.pop(session, None)  # cut short: the next turn is rendered in full
-            return
-        self._last[session] = Turn(messages, _tools(tools), list(prompt_ids), list(response_ids), _key(returned))
+        # The call replaces the context it continued (or repeated); the others stay.
+        turns = [t for t in self._last.get(session, ()) if not _continues(messages, t)]
+        if response_ids and response_ids[-1] in self._special:
+            turns.append(Turn(messages, _tools(tools), list(prompt_ids), list(response_ids), _key(returned)))
+        # else cut short (max_tokens, a stop string): that context's next turn is rendered in full
+        self._last[session] = turns[-self.contexts:]
         self._last.move_to_end(session)
         while len(self._last) > self.size:
             self._last.popitem(last=False)
 
     def prompt(self, session: str | None, messages: list[dict[str, Any]], tools: Any) -> list[int] | None:
         """The continued prompt of ``messages`` in ``session``, or None to render it in full."""
-        last = self._last.get(session) if session is not None else None
-        if last is None or _tools(tools) != last.tools:
+        turns = self._last.get(session, ()) if session is not None else ()
+        tools_key = _tools(tools)
+        matches = [t for t in turns if t.tools == tools_key and len(messages) > len(t.messages) + 1
+                   and _continues(messages, t) and _key(messages[len(t.messages)]) == t.returned]
+        if not matches:
             return None
+        last = max(matches, key=lambda t: len(t.messages))  # the longest history it holds
         k = len(last.messages)
-        if len(messages) <= k + 1 or messages[:k] != last.messages or _key(messages[k]) != last.returned:
-            return None
         head = self._render(messages[: k + 1], tools, generation=False)
         full = self._render(messages, tools, generation=True)
         end = self.tokenizer.decode(last.response_ids[-1:], skip_special_tokens=False)
@@ -94,3 +104,8 @@ class Turns:
 
 def _tools(tools: Any) -> str:
     return json.dumps(tools or [], sort_keys=True)
+
+
+def _continues(messages: list[dict[str, Any]], turn: Turn) -> bool:
+    """``messages`` begin with the messages that turn was asked."""
+    return messages[: len(turn.messages)] == turn.messages

@@ -266,7 +266,8 @@ def _trajectory(ep: Episode, traj: Trajectory, scored: tuple[list[float], bool] 
         sequences.append({"token_ids": seq.token_ids, "mask": seq.mask, "logprobs": seq.logprobs,
                           "tokens": [tok.decode([i]) for i in seq.token_ids] if tok is not None else None,
                           "advantages": adv if advantages is not None and not flat else None,
-                          "steps": seq.step_indices, "start": seq.start, "parent": seq.parent})
+                          "steps": seq.step_indices, "start": seq.start, "parent": seq.parent,
+                          "parent_agent": seq.parent_agent})
     return {"name": traj.name, "reward": traj.reward, "prefix_breaks": traj.prefix_breaks, "flat": flat,
             "trained": scored is not None and not flat, "sequences": sequences, "conversation": _conversation(traj)}
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tracerl.core.sequences import build_sequences
+from tracerl.core.sequences import build_sequences, link_callers
 from tracerl.core.types import Episode, Message, Step, TerminationReason
 
 
@@ -91,6 +91,7 @@ def retokenize(episode: Episode, tokenizer: Any, fingerprint: str | None = None)
         steps = [retokenize_step(s, tokenizer, fingerprint) for s in traj.steps]
         sequences, breaks = build_sequences(steps)
         trajectories.append(traj.model_copy(update={"steps": steps, "sequences": sequences, "prefix_breaks": breaks}))
+    link_callers(trajectories)
     reason = episode.termination_reason
     if reason is TerminationReason.MISSING_TOKEN_IDS and all(s.has_tokens for t in trajectories for s in t.steps):
         reason = TerminationReason.SUCCESS

@@ -305,7 +305,7 @@ async function renderTokens() {
   for (const t of ep.trajectories) {
     blocks.push(el("h4", {}, `${t.name}: ${t.sequences.length} chain(s)${t.flat ? " · flat group: not trained" : t.trained ? "" : " · not trained"}`));
     t.sequences.forEach((s, i) => {
-      const from = s.parent === null || s.parent === undefined ? "" : ` from chain ${s.parent + 1}`;
+      const from = s.parent === null || s.parent === undefined ? "" : ` from ${s.parent_agent ? s.parent_agent + "'s " : ""}chain ${s.parent + 1}`;
       if (s.start === "break") blocks.push(el("div", {class: "break"}, `chain ${i + 1}: prefix break${from}: the next call's prompt did not hold the reply as sampled, so a new chain starts`));
       else if (s.start === "fresh") blocks.push(el("div", {class: "chain"}, `chain ${i + 1}: a fresh context${from} (a sub-agent, a handoff, a compaction)`));
       const seq = el("div", {class: "seq", "data-trajectory": t.name, "data-sequence": i, "data-masked": s.mask.reduce((a, b) => a + b, 0)});
