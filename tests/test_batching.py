@@ -101,3 +101,42 @@ def test_a_large_vocabulary_gets_smaller_micro_batches(vocab, device, tokens):
     model = SimpleNamespace(config=SimpleNamespace(vocab_size=vocab), parameters=lambda: iter([param]))
     assert token_budget(model, TrainConfig()) == tokens
     assert token_budget(model, TrainConfig.model_validate({"optim": {"micro_batch_logits": 2**40}})) == 8192
+
+
+def _advantages(episodes, cfg):
+    """{(episode id, agent): that trajectory's step advantages} as score gives them."""
+    from tracerl.trainers.batching import score
+
+    return {(s.episode.id, s.trajectory.name): s.advantages for s in score(episodes, cfg)[0]}
+
+
+def test_pooling_a_task_mixes_the_agents_rewards_and_per_agent_groups_do_not():
+    # The judge was right both times (reward 1, 1); the solver once (1, 0).
+    episodes = [ep(f"e{i}", "t", r, traj("solver"), traj("judge", reward=1.0)) for i, r in enumerate((1.0, 0.0))]
+    per_agent = _advantages(episodes, TrainConfig())
+    assert per_agent[("e0", "solver")] == pytest.approx([0.7071], abs=1e-4)
+    assert per_agent[("e0", "judge")] == [0.0] and per_agent[("e1", "judge")] == [0.0]  # a flat group: no push
+    pooled = _advantages(episodes, TrainConfig(group_by="task"))
+    # one group of [1, 0, 1, 1]: mean 0.75, std 0.5; the judge is pushed up for what the solver did
+    assert pooled[("e0", "judge")] == pooled[("e1", "judge")] == pytest.approx([0.5], abs=1e-4)
+    assert pooled[("e1", "solver")] == pytest.approx([-1.5], abs=1e-4)
+    batch = make_batch(episodes, TrainConfig(group_by="task"))
+    assert batch.metrics["groups/total"] == 1 and len(batch.rows) == 4
+
+
+def test_with_calls_as_samples_an_agent_called_more_often_weighs_more():
+    three, one = traj("main", step_rewards=(None, None, None)), traj("main")
+    episodes = [ep("e0", "t", 1.0, three), ep("e1", "t", 0.0, one)]
+    by_trajectory = _advantages(episodes, TrainConfig())
+    assert by_trajectory[("e0", "main")] == pytest.approx([0.7071] * 3, abs=1e-4)
+    by_call = _advantages(episodes, TrainConfig(group_samples="call"))
+    # samples [1, 1, 1, 0]: mean 0.75, unbiased std 0.5
+    assert by_call[("e0", "main")] == pytest.approx([0.5] * 3, abs=1e-4)
+    assert by_call[("e1", "main")] == pytest.approx([-1.5], abs=1e-4)
+
+
+def test_group_settings_that_cannot_work_are_refused_with_the_reason():
+    with pytest.raises(ValueError, match="one estimator"):
+        TrainConfig(group_by="task", algo_by_agent={"judge": {"type": "rloo"}})
+    with pytest.raises(ValueError, match="leave-one-out"):
+        TrainConfig(group_samples="call", algo={"type": "rloo"})

@@ -70,34 +70,38 @@ class Scored:
 
 
 def score(episodes: Sequence[Episode], cfg: TrainConfig) -> tuple[list[Scored], int]:
-    """The kept episodes' trajectories with their advantages, per agent's estimator, grouped
-    by (task, agent); and the number of groups. What :func:`make_batch` trains on, and what
-    the dashboard shows."""
+    """The kept episodes' trajectories with their advantages, and the number of groups. A
+    group is (task, agent) by default, each agent under its own estimator, or the task with
+    every agent pooled (``cfg.group_by``); its samples are trajectories or calls
+    (``cfg.group_samples``). What :func:`make_batch` trains on, and what the dashboard shows."""
     excluded = {r.value for r in cfg.exclude}
     kept = [ep for ep in episodes if ep.termination_reason.value not in excluded]
-    # (agent) -> list of (episode, trajectory, group key)
-    by_agent: dict[str, list[tuple[Episode, Trajectory, tuple[str, str]]]] = {}
+    pooled = cfg.group_by == "task"
+    # estimator scope (an agent, or "" for all when pooled) -> (episode, trajectory, group key)
+    scopes: dict[str, list[tuple[Episode, Trajectory, tuple[str, str]]]] = {}
     for ep in kept:
         task_id = ep.task.id if ep.task is not None else ep.id
         for traj in ep.trajectories:
             if traj.sequences:
-                by_agent.setdefault(traj.name, []).append((ep, traj, (task_id, traj.name)))
+                scope = "" if pooled else traj.name
+                scopes.setdefault(scope, []).append((ep, traj, (task_id, scope)))
+    per_call = cfg.group_samples == "call"
     out: list[Scored] = []
     groups = 0
-    for agent, members in by_agent.items():
-        algo = cfg.estimator_for(agent)
+    for scope, members in scopes.items():
+        algo = cfg.algo if pooled else cfg.estimator_for(scope)
         keys = {key: i for i, key in enumerate(dict.fromkeys(m[2] for m in members))}
         returns = [
             discounted_returns([s.reward for s in traj.steps], trajectory_reward(ep, traj), cfg.loss.gamma)
             for ep, traj, _ in members
         ]
         group_of = [keys[m[2]] for m in members]
-        finals: dict[int, set[float]] = {}
+        samples: dict[int, set[float]] = {}
         for g, ret in zip(group_of, returns):
-            finals.setdefault(g, set()).add(round(ret[0], 9) if ret else 0.0)
-        flat = {g for g, values in finals.items() if len(values) == 1}
-        groups += len(finals)
-        advantages = step_advantages(returns, group_of, algo.type, **estimator_kwargs(algo))
+            samples.setdefault(g, set()).update(round(r, 9) for r in (ret if per_call else ret[:1]))
+        flat = {g for g, values in samples.items() if len(values) <= 1}
+        groups += len(samples)
+        advantages = step_advantages(returns, group_of, algo.type, per_call=per_call, **estimator_kwargs(algo))
         out.extend(Scored(ep, traj, [float(a) for a in adv], g in flat)
                    for (ep, traj, _key), g, adv in zip(members, group_of, advantages))
     return out, groups
@@ -116,7 +120,7 @@ def make_batch(episodes: Sequence[Episode], cfg: TrainConfig) -> Batch:
     for item in scored:
         if cfg.drop_zero_variance and item.flat:
             task_id = item.episode.task.id if item.episode.task is not None else item.episode.id
-            dropped_groups.add((task_id, item.trajectory.name))
+            dropped_groups.add((task_id, "" if cfg.group_by == "task" else item.trajectory.name))
             continue
         batch.rows.extend(trajectory_rows(item.trajectory, item.advantages))
     batch.metrics["groups/total"] = float(groups_total)

@@ -188,6 +188,13 @@ class TrainConfig(_Config):
     algo_by_agent: dict[str, Algo] = Field(
         default_factory=dict, description="estimator per agent (trajectory) name, overriding algo"
     )
+    group_by: Literal["task_agent", "task"] = Field(
+        "task_agent", description="whose rewards an agent's advantage is measured against: its own in the same "
+        "task (per-agent normalisation, Dr. MAS) or every agent's in the task pooled (vanilla multi-agent GRPO; "
+        "one estimator for all agents)")
+    group_samples: Literal["trajectory", "call"] = Field(
+        "trajectory", description="one sample of a group's baseline and scale: a trajectory (its return from the "
+        "start) or each call (its return-to-go, so an agent called 3 times weighs 3, as in Dr. MAS's code)")
     loss: LossConfig = Field(default_factory=LossConfig)
     optim: OptimConfig = Field(default_factory=OptimConfig)
     lora: LoraSettings | None = Field(None, description="train LoRA adapters (None = all weights)")
@@ -249,6 +256,12 @@ class TrainConfig(_Config):
                              "(their logprobs belong to an old policy); pass --algo rft")
         if self.algo.type == "rft" and self.algo_by_agent:
             raise ValueError("algo rft applies to all agents; remove algo_by_agent")
+        if self.group_by == "task" and self.algo_by_agent:
+            raise ValueError("group_by=task pools every agent of a task in one group, under one estimator; "
+                             "remove algo_by_agent or group by task_agent")
+        if self.group_samples == "call" and "rloo" in {a.type for a in (self.algo, *self.algo_by_agent.values())}:
+            raise ValueError("group_samples=call makes each call a sample, and RLOO's leave-one-out baseline would "
+                             "then keep the rest of the same trajectory; use grpo, or group_samples=trajectory")
         if self.loss.agg == "constant" and self.rollout.max_tokens is None:
             raise ValueError("loss.agg=constant (Dr.GRPO) needs rollout.max_tokens as its constant")
         return self

@@ -18,6 +18,7 @@ from typing import Any
 from tracerl.core.errors import require
 from tracerl.core.types import Episode, Step
 
+from .batching import trajectory_reward
 from .config import TrainConfig
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,20 @@ def episode_metrics(episodes: Sequence[Episode], prefix: str = "rollout", reward
         out[f"{prefix}/unoffered_tool_calls"] = float(sum(map(unoffered_calls, steps)))
     for reason, count in Counter(ep.termination_reason.value for ep in episodes).items():
         out[f"{prefix}/termination/{reason}"] = float(count)
+    out.update(agent_rewards(episodes, prefix))
     return out
+
+
+def agent_rewards(episodes: Sequence[Episode], prefix: str) -> dict[str, float]:
+    """``{prefix}/reward_mean/AGENT`` per agent, where episodes hold more than one: each agent's
+    own reward (a judge's), else the episode's, as the trainer scores it."""
+    by_agent: dict[str, list[float]] = {}
+    for ep in episodes:
+        for traj in ep.trajectories:
+            by_agent.setdefault(traj.name, []).append(trajectory_reward(ep, traj))
+    if len(by_agent) < 2:
+        return {}
+    return {f"{prefix}/reward_mean/{name}": statistics.fmean(values) for name, values in sorted(by_agent.items())}
 
 
 def used_tools(ep: Episode) -> bool:
