@@ -75,3 +75,12 @@ def short_run(tmp_path_factory):
     # are recorded with the gateway's
     train(cfg, agent=load_agent(f"{Path(__file__).parent / 'rollout_agents.py'}:diagnose_agent"))
     return out
+
+
+@pytest.fixture
+def store(tmp_path):
+    """A fresh span store, as a gateway writes one (modules of the store's own tests define their own)."""
+    from tracerl.core.store import SpanStore
+
+    with SpanStore(tmp_path / "gw.db") as s:
+        yield s

@@ -23,12 +23,6 @@ TOOLS = [{"type": "function", "function": {
 
 
 @pytest.fixture
-def store(tmp_path):
-    with SpanStore(tmp_path / "gw.db") as s:
-        yield s
-
-
-@pytest.fixture
 def gateway(tiny_engine, store):
     with GatewayServer(tiny_engine, store) as gw:
         yield gw

@@ -34,12 +34,6 @@ def _script(prompt: str) -> str:
 
 
 @pytest.fixture
-def store(tmp_path):
-    with SpanStore(tmp_path / "gw.db") as s:
-        yield s
-
-
-@pytest.fixture
 def scripted(tiny_engine, store):
     with GatewayServer(ScriptedEngine(tiny_engine.tokenizer, _script, model_name=MODEL), store) as gw:
         yield gw
