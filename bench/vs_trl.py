@@ -1,6 +1,6 @@
 """tracerl's trainer against TRL's GRPOTrainer on the same job, back to back in one run.
 
-    .venv/bin/python bench/vs_trl.py [--steps 100] [--modes trl tracerl tracerl-langgraph] [--rounds 1]
+    .venv/bin/python bench/vs_trl.py [--case tool|short] [--steps 100] [--modes trl tracerl tracerl-langgraph] [--rounds 1]
         [--max-tokens 8] [--lr 1e-5] [--seed 0] [--eval-every N] [--threads N] [--model DIR] [--out runs/vs-trl]
 
 The job: GRPO on tracerl's synthetic arithmetic (``tracerl.tasks.synthetic``) from the bundled
@@ -11,6 +11,11 @@ over the batch, fp32. This process draws the training tasks (``tasks("train", st
 what tracerl.train draws itself) and renders each prompt with the model's chat template as
 tracerl's agent sends it (SYSTEM_PROMPT, the question, the calculator tool), then hands TRL the
 prompt text and answer as JSON, in order (no shuffling), so both see the same prompts each step.
+
+``--case short`` is the job where the rollout path, not the update, sets the step: the question
+as one user turn (no system prompt, no tool), graded by the reply's first integer
+(bench/short_agent.py, copied into TRL's reward), one call per episode on the process's shared
+OpenAI client.
 
 Contestants, each in its own process, one after the other (``--rounds`` alternates the order):
   trl                GRPOTrainer in its own venv (/work/bench-venvs/trl: torch==2.13.0 first, then
@@ -60,6 +65,7 @@ TRL_VENV = Path("/work/bench-venvs/trl")
 TORCH_PIN = "torch==2.13.0"  # as everywhere: the CPU build on this machine's index; never another torch
 MODES = ("trl", "tracerl", "tracerl-langgraph")
 AGENTS = {"tracerl": None, "tracerl-langgraph": str(REPO / "examples/math_agent_langgraph.py") + ":solve"}
+SHORT_AGENTS = {"tracerl": str(REPO / "bench/short_agent.py") + ":solve"}  # --case short
 HPARAMS = {"batch_size": 8, "group_size": 8, "temperature": 1.0, "lr": 1e-5, "eps_low": 0.2,
            "eps_high": 0.28, "betas": [0.9, 0.99], "grad_clip": 1.0}
 
@@ -84,9 +90,16 @@ ANSWER = re.compile(r"the answer is[ \t]*([^\n]*?)[ \t]*\.?[ \t]*$", re.IGNORECA
 STEPS = []
 
 
+FIRST_INTEGER = re.compile(r"-?\d+")  # --case short: bench/short_agent.py's first_integer_correct
+
+
 def reward(completions, answer, **_):
     out = []
     for text, want in zip(completions, answer):
+        if CASE == "short":
+            found = FIRST_INTEGER.search(text or "")
+            out.append(1.0 if found is not None and int(found[0]) == want else 0.0)
+            continue
         found = ANSWER.findall(text or "")
         got = found[-1] if found and found[-1] else None
         out.append(1.0 if got is not None and re.fullmatch(r"-?\d+", got) and int(got) == want else 0.0)
@@ -115,6 +128,7 @@ class Clock(TrainerCallback):
 
 
 job, out = json.loads(Path(sys.argv[1]).read_text()), Path(sys.argv[2])
+CASE = job.get("case", "tool")
 if job["threads"]:
     torch.set_num_threads(job["threads"])
 every, b, g = job["ckpt_every"], job["batch_size"], job["group_size"]
@@ -174,22 +188,27 @@ def ensure_trl_venv(venv: Path) -> str:
 
 def build_job(args: argparse.Namespace) -> tuple[dict, list]:
     """The job both contestants get (JSON), and the held-out tasks."""
+    from short_agent import short_messages
     from transformers import AutoTokenizer
 
     from tracerl.tasks.synthetic import CALCULATOR_TOOL, TASKS
 
     spec, tok = TASKS["arithmetic"], AutoTokenizer.from_pretrained(args.model)
 
-    def render(task) -> str:  # what tracerl's arithmetic agent sends: the prompt and the tool
+    def render(task) -> str:  # what tracerl's agent sends: the prompt and the tool, or one user turn
+        if args.case == "short":
+            return tok.apply_chat_template(short_messages(task.data["question"]), tokenize=False,
+                                           add_generation_prompt=True)
         return tok.apply_chat_template(spec.messages(task), tools=[CALCULATOR_TOOL], tokenize=False,
                                        add_generation_prompt=True)
 
     n = args.steps * HPARAMS["batch_size"]
     train = [{"prompt": render(t), "answer": t.answer} for t in spec.tasks("train", n, seed=args.seed)]
     heldout = list({t.data["question"]: t for t in spec.tasks("test", 200, seed=0)}.values())  # distinct ones
-    job = {"model": str(args.model), "seed": args.seed, "steps": args.steps, "max_tokens": args.max_tokens,
+    job = {"model": str(args.model), "case": args.case, "seed": args.seed, "steps": args.steps, "max_tokens": args.max_tokens,
            "ckpt_every": args.eval_every, "threads": args.threads, **HPARAMS, "lr": args.lr, "train": train,
-           "heldout": [{"prompt": render(t), "answer": t.answer} for t in heldout]}
+           "heldout": [{"prompt": render(t), "answer": t.answer} for t in heldout],
+           "tracerl_set": {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.tracerl_set)}}
     return job, heldout
 
 
@@ -200,8 +219,9 @@ def tracerl_worker(mode: str, job: dict, out: Path) -> None:
     import tracerl
 
     every = job["ckpt_every"]
+    agent = AGENTS[mode] if job.get("case", "tool") == "tool" else SHORT_AGENTS[mode]
     cfg = tracerl.TrainConfig(
-        task="arithmetic", agent=AGENTS[mode], model=job["model"], output=out, seed=job["seed"],
+        task="arithmetic", agent=agent, model=job["model"], output=out, seed=job["seed"],
         steps=job["steps"], batch_size=job["batch_size"], group_size=job["group_size"],  # its tasks = job["train"]
         algo={"type": "grpo", "scale_rewards": "group"}, drop_zero_variance=False,
         loss={"eps_low": job["eps_low"], "eps_high": job["eps_high"], "agg": "token_mean", "kl_beta": 0.0},
@@ -210,7 +230,7 @@ def tracerl_worker(mode: str, job: dict, out: Path) -> None:
         rollout={"max_tokens": job["max_tokens"], "temperature": job["temperature"], "top_p": 1.0,
                  "timeout_s": 120.0},
         eval_size=0, eval_every=0, save_every=every, keep_checkpoints=job["steps"] // max(every, 1) + 1,
-        tensorboard=False, progress=False, threads=job["threads"],
+        tensorboard=False, progress=False, threads=job["threads"], **job.get("tracerl_set", {}),
     )
     t0 = time.perf_counter()
     tracerl.train(cfg)
@@ -256,9 +276,11 @@ def checkpoints(mode: str, out: Path, steps: int) -> list[tuple[int, Path]]:
     return sorted(dict(found).items())
 
 
-def accuracy(model_dir: Path | str, heldout: list, prompts: list[str], tok, max_tokens: int) -> float:
+def accuracy(model_dir: Path | str, heldout: list, prompts: list[str], tok, max_tokens: int,
+             case: str = "tool") -> float:
     """Greedy single-turn held-out accuracy, graded by tracerl's reward: one function for both."""
     import torch
+    from short_agent import first_integer_correct
     from transformers import AutoModelForCausalLM, GenerationConfig
 
     from tracerl.tasks.synthetic import TASKS
@@ -273,7 +295,9 @@ def accuracy(model_dir: Path | str, heldout: list, prompts: list[str], tok, max_
         for task, prompt in zip(heldout, prompts, strict=True):
             ids = torch.tensor([tok(prompt)["input_ids"]])
             new = model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=gen)[0, ids.shape[1]:]
-            right += TASKS["arithmetic"].reward(task, tok.decode(new, skip_special_tokens=True)) > 0
+            text = tok.decode(new, skip_special_tokens=True)
+            right += (first_integer_correct(text, int(task.answer)) if case == "short"
+                      else TASKS["arithmetic"].reward(task, text) > 0)
     return right / len(heldout)
 
 
@@ -327,12 +351,18 @@ def main() -> None:
     parser.add_argument("--modes", nargs="+", choices=MODES, default=["trl", "tracerl"])
     parser.add_argument("--rounds", type=int, default=1, help="repeat, alternating the order")
     parser.add_argument("--max-tokens", type=int, default=8, help="max new tokens per reply")
+    parser.add_argument("--case", choices=("tool", "short"), default="tool",
+                        help="tool: the system prompt and the calculator tool, an update-heavy step; short: "
+                        "the question as one user turn, no tool, graded by its first integer, where the "
+                        "rollout path sets the step")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--lr", type=float, default=HPARAMS["lr"], help="constant learning rate")
     parser.add_argument("--eval-every", type=int, help="checkpoint + evaluate every N steps (default "
                         "steps/4; 0 = before and after only)")
     parser.add_argument("--threads", type=int, help="torch threads of both (default: each its own choice)")
     parser.add_argument("--model", type=Path, help="HF model folder (default: the bundled tiny model)")
+    parser.add_argument("--tracerl-set", nargs="*", default=[], metavar="KEY=JSON",
+                        help="top-level TrainConfig settings of tracerl's runs, e.g. engine_process=true")
     parser.add_argument("--out", type=Path, default=Path("runs/vs-trl"))
     parser.add_argument("--trl-venv", type=Path, default=TRL_VENV)
     parser.add_argument("--worker", choices=MODES[1:], help=argparse.SUPPRESS)
@@ -340,6 +370,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.worker:
         return tracerl_worker(args.worker, json.loads(args.job.read_text()), args.out)
+    if args.case == "short" and set(args.modes) - {"trl", *SHORT_AGENTS}:
+        parser.error(f"--case short runs {['trl', *SHORT_AGENTS]} (no LangGraph agent for it yet)")
     from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
 
@@ -356,7 +388,7 @@ def main() -> None:
     job_path = (args.out / "job.json").resolve()
     job_path.write_text(json.dumps(job))
     tok, prompts = AutoTokenizer.from_pretrained(args.model), [h["prompt"] for h in job["heldout"]]
-    before = accuracy(args.model, heldout, prompts, tok, args.max_tokens)
+    before = accuracy(args.model, heldout, prompts, tok, args.max_tokens, args.case)
     rows = []
     for rnd in range(1, args.rounds + 1):
         for mode in args.modes if rnd % 2 else args.modes[::-1]:
@@ -367,13 +399,14 @@ def main() -> None:
                 shutil.rmtree(out)
             print(f"round {rnd}: {mode} ...", file=sys.stderr, flush=True)
             result = run_contestant(mode, job_path, out, args.trl_venv / "bin" / "python")
-            accs = [(0, before)] + [(step, accuracy(path, heldout, prompts, tok, args.max_tokens))
+            accs = [(0, before)] + [(step, accuracy(path, heldout, prompts, tok, args.max_tokens, args.case))
                                     for step, path in checkpoints(mode, out, args.steps)]
             curve = " · ".join(f"{step}: {acc:.0%}" for step, acc in accs)
             rows.append((mode, rnd, summarize(result), result, curve))
             print(f"  {mode}: {result['wall_s']:.1f}s, accuracy {curve}", file=sys.stderr, flush=True)
     trl_tf = next((r["versions"]["transformers"] for m, _, _, r, _ in rows if m == "trl"), "not run")
     facts = machine_facts(trl_version, trl_tf)
+    facts["case"] = args.case + (f" (tracerl: {' '.join(args.tracerl_set)})" if args.tracerl_set else "")
     facts["held-out"] = f"{len(heldout)} distinct arithmetic test tasks, greedy, single turn"
     facts["bench wall"] = f"{time.perf_counter() - t_start:.0f} s"
     text = report(facts, rows)

@@ -107,6 +107,7 @@ class _Run:
     agent_spec: str = "module:fn"  # how to name the agent in a message (--agent ...)
     reward: Any = None  # the reward function grading what the agent returns (None: its own reward)
     failed_steps: int = 0  # consecutive steps whose every rollout failed
+    engine_counts: tuple[int, int] = (0, 0)  # the engine's (batches, rows) after the last step's rollouts
     version: int = 0
     nonce: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
 
@@ -142,17 +143,20 @@ def train(cfg: TrainConfig, *, agent: RolloutFunction | None = None, tracing: Tr
                 _evaluated(result, _evaluate(run, settings, 0, logger, progress), "before")
             elif run.eval_tasks:  # measured by the run this one continues
                 result.accuracy_before = _earlier_accuracy(cfg.output)
+            _engine_mark(run, engine)
             producer = Producer(lambda step: _rollouts(run, settings, step), policy.step, cfg.steps,
                                 0 if cfg.from_traces else cfg.async_staleness)
             for step, episodes, rollout_s in _steps(run, producer):
                 serving.sleep(engine, cfg)  # a colocated vLLM frees the GPU for the update
                 metrics = _offline_step(run, step) if cfg.from_traces else _train_step(run, episodes, rollout_s)
+                metrics.update(_engine_batches(run, engine))
                 _push_weights(run, engine)
                 producer.updated(step)
                 if run.eval_tasks and cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step + 1 < cfg.steps:
                     report = _evaluate(run, settings, step + 1, None, progress)
                     metrics.update({"eval/accuracy": report.accuracy, "eval/reward_mean": report.reward_mean,
                                     "eval/judged_by_reward_max": float(report.judged_by_reward_max)})
+                    _engine_mark(run, engine)
                 logger.log(step + 1, metrics)
                 result.history.append({"step": step + 1, **metrics})
                 progress.step(step + 1, metrics)
@@ -286,6 +290,23 @@ def _offline_trajectories(cfg: TrainConfig, tokenizer: Any, heldout: set[str]) -
     log.warning("--from-traces %s: training on %d trajectories of %d episodes, %s (algo.best_of_group=%s)",
                 path, len(chosen), len(episodes), per_task, str(cfg.algo.best_of_group).lower())
     return chosen
+
+
+def _engine_batches(run: _Run, engine: Any) -> dict[str, float]:
+    """The engine's generation batches since the last step and their mean rows (an engine in
+    this process that counts them, as TorchEngine does): few, full batches are what the
+    engine is fast at; many small ones mean requests reached it spread out."""
+    if not hasattr(engine, "batches") or not hasattr(engine, "rows"):
+        return {}
+    before = run.engine_counts
+    _engine_mark(run, engine)
+    batches, rows = engine.batches - before[0], engine.rows - before[1]
+    return {"engine/batches": float(batches), "engine/rows_per_batch": rows / batches if batches else 0.0}
+
+
+def _engine_mark(run: _Run, engine: Any) -> None:
+    """Count the engine's batches from here (an evaluation's are not a step's)."""
+    run.engine_counts = (getattr(engine, "batches", 0), getattr(engine, "rows", 0))
 
 
 def _push_weights(run: _Run, engine: Any) -> None:
