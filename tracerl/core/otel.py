@@ -75,6 +75,7 @@ class Tracing:
     stores: dict[str, SpanStore] = field(default_factory=dict)  # every store opened, by path
     sinks: set[str] = field(default_factory=set)
     processors: list[SpanProcessor] = field(default_factory=list)  # ours, in the order added
+    tracers: dict[str, trace.Tracer] = field(default_factory=dict)  # get_tracer costs ~50 µs a call
 
     def store(self, store: SpanStore | str) -> SpanStore:
         """The store at this path (opened once), or ``store`` itself, registered here. Keyed
@@ -112,7 +113,10 @@ class Tracing:
 
     def tracer(self, name: str = TRACER_NAME) -> trace.Tracer:
         """The SDK tracer ``name`` of this provider."""
-        return self.provider.get_tracer(name)
+        found = self.tracers.get(name)
+        if found is None:
+            found = self.tracers[name] = self.provider.get_tracer(name)
+        return found
 
 
 def _key(path: str) -> str:
