@@ -158,12 +158,14 @@ class Gateway:
     async def run_and_record(
         self, request: Request, path_session: str | None, req: p.ChatRequest | p.CompletionRequest,
         prompt_ids: list[int], shape: Callable[[Generation, int], tuple[dict[str, Any], dict[str, Any]]],
+        who: tuple[str | None, str, str | None] | None = None,
     ) -> tuple[str, list[Generation], list[dict[str, Any]], dict[str, int]]:
         """Generate, shape each choice, write one span per choice; return (id, gens, choices, usage).
 
-        ``shape(gen, index)`` returns (the response choice, the assistant message recorded).
+        ``shape(gen, index)`` returns (the response choice, the assistant message recorded);
+        ``who``: what :meth:`session_of` said of this request, when the caller asked already.
         """
-        session, trace_id, parent = self.session_of(path_session, dict(request.headers))
+        session, trace_id, parent = who or self.session_of(path_session, dict(request.headers))
         params = req.sampling(self.max_tokens(len(prompt_ids), req.requested_max_tokens))
         start = time.time_ns()
         gens = await self.engine.generate(prompt_ids, params)
@@ -199,13 +201,13 @@ class Gateway:
         """One chat call on the engine, recorded: its prompt (continuing the session's tokens where
         its last call comes back unchanged, see :mod:`.turns`), the generation, its span; returns
         (id, generations, choices, usage, prompt ids)."""
-        session = self.session_of(path_session, dict(request.headers))[0]
-        session = None if session == UNASSIGNED else session
+        who = self.session_of(path_session, dict(request.headers))
+        session = None if who[0] == UNASSIGNED else who[0]
         messages = p.template_messages(req.messages)
         continued = self.turns.prompt(session, messages, req.tools) if self.turns is not None else None
         prompt_ids = continued if continued is not None else self.chat_prompt(messages, req.tools)
         rid, gens, choices, usage = await self.run_and_record(
-            request, path_session, req, prompt_ids, lambda g, i: self.choice(g, i, req))
+            request, path_session, req, prompt_ids, lambda g, i: self.choice(g, i, req), who)
         if self.turns is not None and len(gens) == 1:
             self.turns.remember(session, messages, req.tools, prompt_ids, gens[0].token_ids, choices[0]["message"])
         return rid, gens, choices, usage, prompt_ids
