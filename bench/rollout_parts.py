@@ -8,6 +8,7 @@ episodes a step, ``--steps`` times, as the trainer does, and each part is the pr
 (and wall) per episode, median over the steps:
 
   whole        bench/short_agent.py's agent (the shared OpenAI client, one call): all of it
+  async        the same agent written async (the shared AsyncOpenAI client, one event loop)
   http-agent   tracerl's built-in HTTP agent (httpx, one client per episode), the same call
   session      an agent that makes no call: the session, its spans, the episode read back
   gateway      the gateway's server side alone: its CPU per request from its own thread
@@ -100,7 +101,8 @@ def main() -> None:
         tracing.store(store)
         with GatewayServer(engine, store) as gw:
             rows = {name: measure(agent, gw, store, tracing, args, name) for name, agent in
-                    (("whole", short_agent.solve), ("http-agent", math_agent), ("session", no_call))}
+                    (("whole", short_agent.solve), ("async", short_agent.solve_async),
+                                                      ("http-agent", math_agent), ("session", no_call))}
     whole, session = rows["whole"], rows["session"]
     print(f"| part | CPU ms per episode | wall ms per episode ({args.episodes} episodes, concurrency "
           f"{args.concurrency}) |")

@@ -27,3 +27,12 @@ def solve(task: tracerl.Task, config: tracerl.RolloutContext) -> dict[str, Any]:
         model=config.model, messages=short_messages(task.data["question"]), **config.sampling)
     correct = first_integer_correct(reply.choices[0].message.content, int(task.answer))
     return {"reward": float(correct), "is_correct": correct}
+
+
+@tracerl.rollout
+async def solve_async(task: tracerl.Task, config: tracerl.RolloutContext) -> dict[str, Any]:
+    """The same on the shared async client: every episode on one event loop, no thread each."""
+    reply = await config.async_openai_client().chat.completions.create(
+        model=config.model, messages=short_messages(task.data["question"]), **config.sampling)
+    correct = first_integer_correct(reply.choices[0].message.content, int(task.answer))
+    return {"reward": float(correct), "is_correct": correct}

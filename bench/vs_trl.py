@@ -21,6 +21,7 @@ Contestants, each in its own process, one after the other (``--rounds`` alternat
   trl                GRPOTrainer in its own venv (/work/bench-venvs/trl: torch==2.13.0 first, then
                      trl; made on the first run), a script embedded below that imports no tracerl
   tracerl            tracerl.train with the task's built-in plain HTTP agent, through the gateway
+  tracerl-process    tracerl with engine_process: the gateway and engine in a child process
   tracerl-langgraph  the same with examples/math_agent_langgraph.py:solve as the agent
 
 Measured: train wall (model load to the last step), s/step (median interval between step ends),
@@ -63,9 +64,11 @@ for _key, _value in (("HF_HUB_OFFLINE", "1"), ("LITELLM_LOCAL_MODEL_COST_MAP", "
 REPO = Path(__file__).resolve().parent.parent
 TRL_VENV = Path("/work/bench-venvs/trl")
 TORCH_PIN = "torch==2.13.0"  # as everywhere: the CPU build on this machine's index; never another torch
-MODES = ("trl", "tracerl", "tracerl-langgraph")
-AGENTS = {"tracerl": None, "tracerl-langgraph": str(REPO / "examples/math_agent_langgraph.py") + ":solve"}
-SHORT_AGENTS = {"tracerl": str(REPO / "bench/short_agent.py") + ":solve"}  # --case short
+MODES = ("trl", "tracerl", "tracerl-process", "tracerl-langgraph")
+AGENTS = {"tracerl": None, "tracerl-process": None,
+          "tracerl-langgraph": str(REPO / "examples/math_agent_langgraph.py") + ":solve"}
+SHORT_AGENTS = {name: str(REPO / "bench/short_agent.py") + ":solve" for name in ("tracerl", "tracerl-process")}
+PROCESS = {"tracerl-process": {"engine_process": True}}  # the gateway and engine in a child process
 HPARAMS = {"batch_size": 8, "group_size": 8, "temperature": 1.0, "lr": 1e-5, "eps_low": 0.2,
            "eps_high": 0.28, "betas": [0.9, 0.99], "grad_clip": 1.0}
 
@@ -230,7 +233,8 @@ def tracerl_worker(mode: str, job: dict, out: Path) -> None:
         rollout={"max_tokens": job["max_tokens"], "temperature": job["temperature"], "top_p": 1.0,
                  "timeout_s": 120.0},
         eval_size=0, eval_every=0, save_every=every, keep_checkpoints=job["steps"] // max(every, 1) + 1,
-        tensorboard=False, progress=False, threads=job["threads"], **job.get("tracerl_set", {}),
+        tensorboard=False, progress=False, threads=job["threads"],
+        **{**job.get("tracerl_set", {}), **PROCESS.get(mode, {})},
     )
     t0 = time.perf_counter()
     tracerl.train(cfg)
