@@ -78,6 +78,9 @@ def _app(llm: Any) -> Any:
 
 @pytest.fixture
 def langgraph_on(tracing):
+    # An example app imported earlier in this process instruments at import, with its own
+    # provider; instrument() is idempotent, so take that out first.
+    tracerl.uninstrument("langgraph")
     tracerl.instrument("langgraph", tracer_provider=tracing.provider)
     yield
     tracerl.uninstrument("langgraph")
