@@ -308,3 +308,31 @@ def test_what_the_responses_route_does_not_serve_is_a_clear_400(gateway, store):
         response = httpx.post(url, json=body)
         assert response.status_code == 400 and "message" in response.json()["error"], response.text
     assert store.count() == 0
+
+
+def test_a_groups_repeated_prompt_is_rendered_once_with_the_same_tokens(store):
+    """GRPO sends one prompt per sample, each in its own session: the template runs once per
+    distinct (messages, tools), and every call still gets exactly the template's tokens."""
+    from transformers import AutoTokenizer
+
+    from tracerl.models import tiny_model_path
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_path())
+    renders = []
+    render = tok.apply_chat_template
+    tok.apply_chat_template = lambda *a, **k: renders.append(1) or render(*a, **k)
+    engine = ScriptedEngine(tok, lambda prompt: "The answer is 42.")
+    other = [{"role": "user", "content": "What is 12 + 31?"}]
+    with GatewayServer(engine, store, continue_tokens=False) as gw:
+        for i in range(4):
+            OpenAI(base_url=gw.session_url(f"g-{i}"), api_key="x").chat.completions.create(
+                model="scripted", messages=MSG, max_tokens=8)
+        calls = [(other, None), (MSG, TOOLS), (MSG, TOOLS)]
+        for i, (messages, tools) in enumerate(calls):
+            OpenAI(base_url=gw.session_url(f"h-{i}"), api_key="x").chat.completions.create(
+                model="scripted", messages=messages, max_tokens=8, **({"tools": tools} if tools else {}))
+    assert len(renders) == 3  # MSG, other, MSG with tools: each once
+    fresh = [render(m, tools=t, add_generation_prompt=True, tokenize=True, return_dict=False)
+             for m, t in [(MSG, None)] * 4 + calls]
+    assert engine.prompts == [list(ids) for ids in fresh]
+    assert engine.prompts[4] != engine.prompts[0] and engine.prompts[5] != engine.prompts[0]

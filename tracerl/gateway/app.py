@@ -115,6 +115,7 @@ class Gateway:
         self.tokenizer_fingerprint = tokenizer_fingerprint(tok) if tok is not None else None
         # a session's next prompt continues the tokens of its last call (see .turns)
         self.turns = Turns(tok) if continue_tokens and tok is not None else None
+        self.prompts = PromptCache()
 
     # -- helpers ----------------------------------------------------------------------
 
@@ -213,6 +214,15 @@ class Gateway:
         return rid, gens, choices, usage, prompt_ids
 
     def chat_prompt(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int]:
+        key = self.prompts.key(messages, tools)
+        cached = self.prompts.get(key)
+        if cached is not None:
+            return cached
+        ids = self.render(messages, tools)
+        self.prompts.put(key, ids)
+        return ids
+
+    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int]:
         try:
             ids = self.engine.tokenizer.apply_chat_template(
                 messages, tools=tools or None, add_generation_prompt=True, tokenize=True, return_dict=False
@@ -392,6 +402,34 @@ class Gateway:
         if "json" in ctype:
             return json_response({})
         return Response(b"", media_type="application/x-protobuf")
+
+
+class PromptCache:
+    """The token ids of recent first prompts, by their messages and tools. A GRPO group sends
+    the same prompt once per sample, each in a session of its own, and rendering the chat
+    template and tokenizing it was about a third of the gateway's CPU per call (measured:
+    ~0.5 ms of ~1.5 ms, profiled). The date is part of the key, for templates that print it."""
+
+    def __init__(self, size: int = 1024):
+        self.size = size
+        self._ids: dict[bytes, tuple[int, ...]] = {}
+
+    def key(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> bytes | None:
+        try:
+            return orjson.dumps([time.strftime("%Y-%m-%d"), messages, tools])
+        except TypeError:  # not plain JSON (never from a request body): render it every time
+            return None
+
+    def get(self, key: bytes | None) -> list[int] | None:
+        ids = self._ids.get(key) if key is not None else None
+        return list(ids) if ids is not None else None
+
+    def put(self, key: bytes | None, ids: list[int]) -> None:
+        if key is None:
+            return
+        self._ids[key] = tuple(ids)
+        if len(self._ids) > self.size:  # insertion order: the oldest goes first
+            del self._ids[next(iter(self._ids))]
 
 
 async def read_json(request: Request) -> Any:
