@@ -66,6 +66,10 @@ def test_training_updates_weights_checkpoints_and_stamps_versions(tmp_path, priv
     for key in ("rollout/reward_mean", "stats/entropy", "stats/clip_frac", "groups/zero_variance_share",
                 "time/rollout_s", "throughput/update_tokens_per_s", "rollout/prefix_breaks", "memory/peak_rss_gb"):
         assert key in lines[-1], key
+    # the engine's batching, per step: how many batches, how full, how long it generated
+    for m in lines:
+        assert m["engine/batches"] >= 1 and m["engine/rows_per_batch"] >= 1
+        assert 0 < m["engine/busy_s"] <= m["time/rollout_s"]
     # the checkpoint is a Hugging Face model folder that differs from where training started
     final = result.final_checkpoint
     assert final is not None and final.name == "step-000002"

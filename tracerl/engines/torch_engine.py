@@ -134,8 +134,9 @@ class TorchEngine:
         self._queue: queue.Queue[_Request | None] = queue.Queue()
         self._weights_lock = threading.Lock()
         self._seed_rng = torch.Generator().manual_seed(int(time.time_ns() % 2**31))
-        self.batches = 0  # generation batches run, and their rows (batching metrics)
+        self.batches = 0  # generation batches run, their rows, and seconds spent in them (metrics)
         self.rows = 0
+        self.busy_s = 0.0
         self._thread = threading.Thread(target=self._loop, name="tracerl-torch-engine", daemon=True)
         self._thread.start()
 
@@ -232,10 +233,14 @@ class TorchEngine:
         return rows
 
     def _run(self, batch: list[_Request]) -> list[list[Generation]]:
+        start = time.perf_counter()
         self.batches += 1
         rows = self._rows(batch)
         self.rows += len(rows)
-        (self._decode_static if self.static_cache else self._decode_dynamic)(rows)
+        try:
+            (self._decode_static if self.static_cache else self._decode_dynamic)(rows)
+        finally:
+            self.busy_s += time.perf_counter() - start
         results: list[list[Generation]] = [[] for _ in batch]
         index = {id(req): k for k, req in enumerate(batch)}
         for r in rows:

@@ -107,7 +107,7 @@ class _Run:
     agent_spec: str = "module:fn"  # how to name the agent in a message (--agent ...)
     reward: Any = None  # the reward function grading what the agent returns (None: its own reward)
     failed_steps: int = 0  # consecutive steps whose every rollout failed
-    engine_counts: tuple[int, int] = (0, 0)  # the engine's (batches, rows) after the last step's rollouts
+    engine_counts: tuple[int, int, float] = (0, 0, 0.0)  # the engine's (batches, rows, busy s) so far
     version: int = 0
     nonce: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
 
@@ -295,18 +295,20 @@ def _offline_trajectories(cfg: TrainConfig, tokenizer: Any, heldout: set[str]) -
 def _engine_batches(run: _Run, engine: Any) -> dict[str, float]:
     """The engine's generation batches since the last step and their mean rows (an engine in
     this process that counts them, as TorchEngine does): few, full batches are what the
-    engine is fast at; many small ones mean requests reached it spread out."""
+    engine is fast at; many small ones mean requests reached it spread out. ``engine/busy_s``:
+    the seconds it spent generating, against the step's ``time/rollout_s``."""
     if not hasattr(engine, "batches") or not hasattr(engine, "rows"):
         return {}
     before = run.engine_counts
     _engine_mark(run, engine)
-    batches, rows = engine.batches - before[0], engine.rows - before[1]
-    return {"engine/batches": float(batches), "engine/rows_per_batch": rows / batches if batches else 0.0}
+    batches, rows = run.engine_counts[0] - before[0], run.engine_counts[1] - before[1]
+    return {"engine/batches": float(batches), "engine/rows_per_batch": rows / batches if batches else 0.0,
+            "engine/busy_s": run.engine_counts[2] - before[2]}
 
 
 def _engine_mark(run: _Run, engine: Any) -> None:
     """Count the engine's batches from here (an evaluation's are not a step's)."""
-    run.engine_counts = (getattr(engine, "batches", 0), getattr(engine, "rows", 0))
+    run.engine_counts = (getattr(engine, "batches", 0), getattr(engine, "rows", 0), getattr(engine, "busy_s", 0.0))
 
 
 def _push_weights(run: _Run, engine: Any) -> None:
