@@ -113,3 +113,18 @@ def test_a_broken_json_config_names_the_line_and_column(tmp_path, capsys):
     assert main(["train", "arithmetic", "--config", str(bad), "--dry-run"]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and f"config file {bad}, line 2, column 10: Expecting value" in err, err
+
+
+@pytest.mark.parametrize("argv", [
+    ["gateway", "serve", "--db", "postgresql://user@host:5432/db", "--port", "1"],
+    ["traces", "list", "--db", "postgresql://user@host:5432/db"],
+])
+def test_a_store_url_is_one_line_and_makes_no_folder(argv, tmp_path, monkeypatch, capsys):
+    """The span store is a SQLite file: a URL taken as a path would quietly make a folder
+    named ``postgresql:`` holding a new, empty store."""
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "'postgresql' URL" in err and "SQLite file" in err
+    assert list(tmp_path.iterdir()) == []

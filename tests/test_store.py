@@ -280,3 +280,18 @@ def test_non_finite_numbers_survive_the_store(tmp_path, value):
     (back,) = store.spans(session_id="s")
     assert repr(back.attributes["logprobs"]) == repr(value)
     assert back.attributes["ids"] == list(range(5000)) and back.attributes["text"] == "é"
+
+
+def test_open_store_refuses_a_url_and_opens_a_path(tmp_path, monkeypatch):
+    from tracerl.core.errors import StoreError
+    from tracerl.core.store import open_store, run_store
+
+    monkeypatch.chdir(tmp_path)
+    for url in ("postgresql://user@host:5432/db", Path("mysql://h/db"), "sqlite:///x.db"):
+        with pytest.raises(StoreError, match="URL is not a store tracerl can open"):
+            open_store(url)
+    assert list(tmp_path.iterdir()) == []
+    with open_store(tmp_path / "a" / "t.db") as store:  # a path, even one with a colon in it, is a file
+        assert store.path == str(tmp_path / "a" / "t.db")
+    with open_store("C:/x.db") as store, run_store(tmp_path / "run") as run:
+        assert store.path == "C:/x.db" and Path(run.path) == tmp_path / "run" / "traces.db"

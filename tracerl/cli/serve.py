@@ -44,19 +44,21 @@ def serve(
     """Serve MODEL (or front --upstream) as an OpenAI-compatible API on HOST:PORT, recording token-level spans."""
     import uvicorn
 
-    from tracerl.core.store import SpanStore
+    from tracerl.core.store import check_store_target, open_store
     from tracerl.gateway.app import create_app
     from tracerl.gateway.server import bind_socket, check_bind
     from tracerl.trainers.model_path import resolve_model
 
     check_bind(host, api_key)
+    if db is not None:
+        check_store_target(str(db))  # before the model loads
     if model is not None and upstream is None:
         model = resolve_model(model)  # a wrong folder is one line before anything binds or loads
     sock = bind_socket(host, port)  # a busy port fails now, not after the model has loaded
     try:
         engine = _engine(model, name, batch_window_ms, upstream, upstream_model, tokenizer, provider,
                          upstream_key_env)
-        store = SpanStore(db)
+        store = open_store(db)
         what = f"{engine.model_name} from {upstream}" if upstream else engine.model_name
         typer.echo(f"serving {what} on http://{host}:{port}/v1 (spans -> {store.path})")
         app = create_app(engine, store, api_key=api_key, continue_tokens=continue_tokens)

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.tree import Tree
 
 from tracerl.core.errors import ConfigError
-from tracerl.core.store import SpanStore
+from tracerl.core.store import SpanStore, check_store_target, open_store
 
 app = typer.Typer(help="Inspect, export and import stored traces (one episode per session).", no_args_is_help=True)
 console = Console()
@@ -39,9 +39,11 @@ def parse_since(text: str | None) -> int | None:
 
 
 def _open(db: Path | None, must_exist: bool = True) -> SpanStore:
+    if db is not None:
+        check_store_target(str(db))
     if db is not None and must_exist and not db.exists():
         raise ConfigError(f"no span store at {db}; check --db (the default is $TRACERL_HOME/traces.db)")
-    return SpanStore(db)
+    return open_store(db)
 
 
 def _when(ns: int) -> str:

@@ -36,7 +36,7 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from . import semconv as sc
 from .errors import ConfigError, MissingDependencyError
 from .ids import TimeOrderedIdGenerator
-from .store import SpanStore, StoreExporter, default_store_path
+from .store import SpanStore, StoreExporter, default_store_path, open_store
 
 log = logging.getLogger(__name__)
 TRACER_NAME = "tracerl"
@@ -85,7 +85,7 @@ class Tracing:
         path = str(store)
         found = self.stores.get(_key(path))
         if found is None:
-            found = self.stores[_key(path)] = SpanStore(path)
+            found = self.stores[_key(path)] = open_store(path)
         return found
 
     def release(self, store: SpanStore) -> None:

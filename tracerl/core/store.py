@@ -18,6 +18,7 @@ import collections
 import json
 import logging
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -67,7 +68,32 @@ def tracerl_home() -> Path:
 
 def default_store_path() -> Path:
     """``$TRACERL_HOME/traces.db``."""
-    return tracerl_home() / "traces.db"
+    return tracerl_home() / RUN_STORE
+
+
+RUN_STORE = "traces.db"  # a run folder's span store
+# a URL's scheme (two letters at least: ``C:/`` is a drive); a Path keeps one slash of ``://``
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):/")
+
+
+def open_store(target: str | os.PathLike[str] | None = None, *, read_only: bool = False) -> SpanStore:
+    """The span store ``target`` names: a SQLite file's path (None: :func:`default_store_path`).
+    Every part of tracerl opens its store here, so that another backend is one branch."""
+    return SpanStore(target, read_only=read_only)
+
+
+def run_store(folder: str | os.PathLike[str], *, read_only: bool = False) -> SpanStore:
+    """A run folder's span store, ``FOLDER/traces.db``."""
+    return open_store(Path(folder) / RUN_STORE, read_only=read_only)
+
+
+def check_store_target(target: str) -> None:
+    """Refuse a URL: the store is a SQLite file, and ``postgresql://host/db`` taken as a path
+    would quietly make a folder named ``postgresql:`` with a new, empty store in it."""
+    found = _URL.match(target)
+    if found is not None:
+        raise StoreError(f"span store {target!r}: a {found[1]!r} URL is not a store tracerl can open; "
+                         "the span store is a SQLite file: pass its path")
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +140,7 @@ class SpanStore:
         """``read_only``: open an existing file without writing to it or beside it (the
         dashboard's way: a run folder is never modified by looking at it)."""
         self.path = str(path) if path is not None else str(default_store_path())
+        check_store_target(self.path)
         self._lock = threading.RLock()
         self.read_only = read_only
         self.duplicates = 0

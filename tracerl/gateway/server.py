@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from tracerl.core.errors import ConfigError
-from tracerl.core.store import SpanStore
+from tracerl.core.store import SpanStore, open_store
 
 KEEP_ALIVE_S = 75  # seconds an idle keep-alive connection stays open (nginx's default)
 
@@ -73,7 +73,7 @@ class GatewayServer:
 
         check_bind(host, api_key)
         self.engine = engine
-        self.store = store if isinstance(store, SpanStore) else SpanStore(store)
+        self.store = store if isinstance(store, SpanStore) else open_store(store)
         self.host, self.port = host, port or _free_port(host)
         self.app = create_app(engine, self.store, api_key=api_key, model_aliases=model_aliases,
                               continue_tokens=continue_tokens)

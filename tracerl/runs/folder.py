@@ -21,7 +21,7 @@ from typing import Any
 
 from tracerl.core.errors import ConfigError
 from tracerl.core.grading import accuracy_rule
-from tracerl.core.store import SpanStore
+from tracerl.core.store import RUN_STORE, SpanStore, run_store
 
 STATUS_FILE = "run.json"
 STATUSES = ("running", "finished", "interrupted", "failed")
@@ -86,8 +86,7 @@ class Run:
 
     def store(self) -> SpanStore | None:
         """The run's span store, read-only (None when the run has none yet)."""
-        db = self.path / "traces.db"
-        return SpanStore(db, read_only=True) if db.is_file() else None
+        return run_store(self.path, read_only=True) if (self.path / RUN_STORE).is_file() else None
 
 
 def is_run(path: Path) -> bool:

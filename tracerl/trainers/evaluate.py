@@ -144,7 +144,7 @@ def run_eval_command(
     ids)."""
     from tracerl import tasks as registry
     from tracerl.core.otel import setup_tracing
-    from tracerl.core.store import SpanStore
+    from tracerl.core.store import run_store
 
     from .model_path import resolve_model
     from .rollouts import load_agent, task_reward
@@ -161,7 +161,7 @@ def run_eval_command(
     # same ids would merge two runs' spans into one episode each
     tag = f"eval-{uuid.uuid4().hex[:8]}"
     output.mkdir(parents=True, exist_ok=True)
-    store = SpanStore(str(output / "traces.db"))
+    store = run_store(output)
     settings = settings.model_copy(update={"store": store.path})
     tracing = setup_tracing(use_store=False)  # the sessions name the store: it claims their spans
     tracing.store(store)

@@ -34,7 +34,7 @@ from tracerl.core.errors import ConfigError, GradingError, RolloutError
 from tracerl.core.grading import check_grading
 from tracerl.core.otel import Tracing, setup_tracing
 from tracerl.core.rollout import RolloutFunction, RolloutSettings
-from tracerl.core.store import SpanStore
+from tracerl.core.store import SpanStore, run_store
 from tracerl.core.types import Episode, Task, TerminationReason, Trajectory
 from tracerl.runs.folder import write_status
 
@@ -242,7 +242,7 @@ def _inputs(cfg: TrainConfig, agent: RolloutFunction | None, tracing: Tracing | 
     agent_spec = cfg.agent or (spec.default_agent if agent is None else "module:fn")
     agent = agent or load_agent(agent_spec)
     reward = task_reward(cfg.reward, cfg.reward_options, spec)
-    store = SpanStore(str(cfg.output / "traces.db"))
+    store = run_store(cfg.output)
     # The run's sessions name its store, which claims their spans (every rollout's, the
     # adapters' included): none go to the app's shared store, and the run's holds nothing else.
     tracing = setup_tracing(use_store=False, tracer_provider=tracing.provider if tracing else None)
