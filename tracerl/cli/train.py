@@ -76,7 +76,14 @@ def train(
     engine: Annotated[str | None, typer.Option(
         help="what serves rollouts: torch (default), vllm (colocated, [gpu] extra), openai (--set upstream.url=...)")] = None,
     nproc: Annotated[int, typer.Option(
-        "--nproc", min=1, help="processes (GPUs) the update is sharded over with FSDP2; runs itself under torchrun")] = 1,
+        "--nproc", min=1, help="processes (GPUs) per node the update is sharded over with FSDP2; runs itself "
+                               "under torchrun")] = 1,
+    nnodes: Annotated[int, typer.Option(
+        "--nnodes", min=1, help="nodes (machines) of --nproc processes each: run the same command on every "
+                                "node, with the same --rdzv-endpoint")] = 1,
+    rdzv_endpoint: Annotated[str | None, typer.Option(
+        "--rdzv-endpoint", help="HOST:PORT where the nodes meet (torchrun's c10d rendezvous; one node "
+                                "hosts it), with --nnodes > 1")] = None,
     set_: Annotated[list[str] | None, typer.Option(
         "--set", help="any setting as dotted.key=value (value in JSON or plain text), repeatable")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the resolved config and exit")] = False,
@@ -89,8 +96,8 @@ def train(
     """
     from tracerl.trainers.config import TrainConfig
 
-    if nproc > 1 and "WORLD_SIZE" not in os.environ and not dry_run:
-        raise typer.Exit(_torchrun(nproc))
+    if (nproc > 1 or nnodes > 1) and "WORLD_SIZE" not in os.environ and not dry_run:
+        raise typer.Exit(_torchrun(nproc, nnodes, rdzv_endpoint))
     overrides: dict[str, Any] = _data_overrides(task, data, eval_data, holdout)
     flags = {"reward": reward, "reward_max": reward_max, "agent": agent, "model": model, "from_traces": from_traces, "output": output, "seed": seed, "steps": steps,
              "batch_size": batch_size, "group_size": group_size, "eval_size": eval_size, "threads": threads,
@@ -133,23 +140,36 @@ def train(
         typer.echo(_summary(result, cfg.eval_size))
 
 
-def _torchrun(nproc: int) -> int:
-    """Run this very command under ``torchrun`` with ``nproc`` processes; its exit status."""
+LAUNCH_OPTIONS = ("--nproc", "--nnodes", "--rdzv-endpoint")  # torchrun's, not the trainer's
+
+
+def _torchrun(nproc: int, nnodes: int = 1, rdzv_endpoint: str | None = None) -> int:
+    """Run this very command under ``torchrun``: ``nproc`` processes on this node, and with
+    ``nnodes`` > 1 as one node of several meeting at ``rdzv_endpoint``; its exit status."""
     import subprocess
     import sys
 
+    from tracerl.core.errors import ConfigError
+
+    if nnodes > 1 and not rdzv_endpoint:
+        raise ConfigError(f"--nnodes {nnodes} needs --rdzv-endpoint HOST:PORT, the address where the nodes "
+                          "meet (one of them, reachable from all), given the same on every node")
     args, skip = [], False
     for arg in sys.argv[1:]:
-        if skip or arg.startswith("--nproc="):
+        if skip or arg.startswith(tuple(f"{o}=" for o in LAUNCH_OPTIONS)):
             skip = False
             continue
-        if arg == "--nproc":
+        if arg in LAUNCH_OPTIONS:
             skip = True
             continue
         args.append(arg)
     env = {**os.environ}
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+    # one node: torchrun's own rendezvous on a free port; several: c10d at the endpoint, where
+    # ranks are numbered in the order nodes arrive (global rank 0 serves and trains)
+    where = (["--standalone"] if nnodes == 1 else
+             [f"--nnodes={nnodes}", "--rdzv-backend=c10d", f"--rdzv-endpoint={rdzv_endpoint}", "--rdzv-id=tracerl"])
+    command = [sys.executable, "-m", "torch.distributed.run", *where, f"--nproc-per-node={nproc}",
                "-m", "tracerl", *args]
     return subprocess.run(command, env=env).returncode
 
