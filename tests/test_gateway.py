@@ -336,3 +336,36 @@ def test_a_groups_repeated_prompt_is_rendered_once_with_the_same_tokens(store):
              for m, t in [(MSG, None)] * 4 + calls]
     assert engine.prompts == [list(ids) for ids in fresh]
     assert engine.prompts[4] != engine.prompts[0] and engine.prompts[5] != engine.prompts[0]
+
+
+def test_otlp_bodies_compressed_as_exporters_send_them(tiny_engine, store):
+    """The Collector's otlphttp exporter gzips by default, SDK exporters with compression=gzip:
+    such spans are stored; a bomb, a broken stream and an unknown encoding get a 4xx JSON."""
+    import gzip
+    import zlib
+
+    from opentelemetry.exporter.otlp.proto.http import Compression
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    with GatewayServer(tiny_engine, store) as gw:
+        url = f"{gw.url}/v1/traces"
+        for compression in (Compression.Gzip, Compression.Deflate):
+            provider = TracerProvider()
+            provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=url, compression=compression)))
+            with provider.get_tracer("fleet").start_as_current_span(f"{compression.value} step",
+                                                                    attributes={"tracerl.session.id": "packed"}):
+                pass
+            provider.shutdown()
+        assert sorted(r.name for r in store.spans(session_id="packed")) == ["deflate step", "gzip step"]
+        bomb = gzip.compress(b"\0" * (33 * 2**20))  # 32 KiB on the wire, over the 32 MiB limit inflated
+        broken = gzip.compress(b"x" * 1000)[:-20]
+        for body, encoding, status, code in [(bomb, "gzip", 413, "body_too_large"),
+                                             (broken, "gzip", 400, "invalid_encoding"),
+                                             (b"not gzip", "gzip", 400, "invalid_encoding"),
+                                             (zlib.compress(b"{}"), "zstd", 415, "unsupported_encoding")]:
+            r = httpx.post(url, content=body, headers={"content-encoding": encoding,
+                                                       "content-type": "application/x-protobuf"})
+            assert (r.status_code, r.json()["error"]["code"]) == (status, code), r.text
+        assert httpx.get(f"{gw.url}/health").status_code == 200

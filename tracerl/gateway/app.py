@@ -116,6 +116,7 @@ class Gateway:
         # a session's next prompt continues the tokens of its last call (see .turns)
         self.turns = Turns(tok) if continue_tokens and tok is not None else None
         self.prompts = PromptCache()
+        self.max_body_bytes = 32 * 2**20  # a body's largest size, inflated too (create_app sets it)
 
     # -- helpers ----------------------------------------------------------------------
 
@@ -388,7 +389,7 @@ class Gateway:
 
     async def otlp(self, request: Request) -> Response:
         ctype = request.headers.get("content-type", "application/x-protobuf")
-        body = await request.body()
+        body = p.inflate(await request.body(), request.headers.get("content-encoding"), self.max_body_bytes)
         try:
             records = decode_otlp(body, ctype)
         except SpanDecodeError as exc:
@@ -467,6 +468,7 @@ def create_app(engine: Engine, store: SpanStore, *, api_key: str | None = None,
     """The ASGI app. Serve it with uvicorn, or use :class:`tracerl.gateway.GatewayServer`.
     ``continue_tokens``: a session's next prompt continues its last call's tokens (:mod:`.turns`)."""
     gw = Gateway(engine, store, model_aliases=model_aliases, continue_tokens=continue_tokens)
+    gw.max_body_bytes = max_body_bytes
     app = FastAPI(title="tracerl gateway", docs_url=None, redoc_url=None, openapi_url=None, **_NO_TELEMETRY)
     app.state.gateway = gw
 

@@ -7,6 +7,7 @@ import json
 import re
 import time
 import uuid
+import zlib
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -28,6 +29,28 @@ class APIError(TracerlError):
 
     def body(self) -> dict[str, Any]:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+def inflate(body: bytes, encoding: str | None, limit: int) -> bytes:
+    """A request body as its ``Content-Encoding`` sent it: the OpenTelemetry Collector's
+    otlphttp exporter gzips by default, and SDK exporters do with ``compression=gzip``. At most
+    ``limit`` bytes once inflated (a small gzip of zeros can be gigabytes)."""
+    name = (encoding or "").strip().lower()
+    if name in ("", "identity"):
+        return body
+    if name not in ("gzip", "x-gzip", "deflate"):
+        raise APIError(415, f"Content-Encoding {encoding!r} is not supported; send gzip, deflate or none",
+                       code="unsupported_encoding")
+    inflater = zlib.decompressobj(32 + zlib.MAX_WBITS)  # 32: a gzip or a zlib header, either
+    try:
+        out = inflater.decompress(body, limit + 1)
+    except zlib.error as exc:
+        raise APIError(400, f"the body is not valid {name}: {exc}", code="invalid_encoding") from exc
+    if len(out) > limit:
+        raise APIError(413, f"request body over {limit} bytes once inflated", code="body_too_large")
+    if not inflater.eof:
+        raise APIError(400, f"the body is not valid {name}: it ends before its stream does", code="invalid_encoding")
+    return out
 
 
 class ChatMessage(BaseModel):
