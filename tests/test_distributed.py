@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from tracerl.gateway.server import free_port
+
 HERE = Path(__file__).parent
 
 
@@ -20,14 +22,6 @@ def _run(args: list[str], out: Path) -> dict:
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return torch.load(out / "result.pt", weights_only=False)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _nodes(n: int, command: list[str], timeout: float = 300) -> list[subprocess.CompletedProcess]:
@@ -66,7 +60,7 @@ def results(request, single, tmp_path_factory) -> tuple[dict, dict]:
     if request.param == "two ranks":
         return single, _run(["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"], out)
     rdzv = ["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
-            "--rdzv-endpoint", f"127.0.0.1:{_free_port()}", "--rdzv-id", "test"]
+            "--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--rdzv-id", "test"]
     for node in _nodes(2, [sys.executable, "-m", "torch.distributed.run", *rdzv, str(HERE / "distributed_update.py"),
                            str(out)]):
         assert node.returncode == 0, node.stderr[-3000:]
@@ -138,7 +132,7 @@ def test_train_on_two_nodes_meeting_at_a_rendezvous(tmp_path):
     out = tmp_path / "run"
     command = [sys.executable, "-m", "tracerl", "train", "arithmetic", "--batch-size", "4", "--group-size", "4",
                "--eval-size", "0", "--output", str(out), "--quiet", "--steps", "2",
-               "--nnodes", "2", "--rdzv-endpoint", f"127.0.0.1:{_free_port()}"]
+               "--nnodes", "2", "--rdzv-endpoint", f"127.0.0.1:{free_port()}"]
     nodes = _nodes(2, command)
     for node in nodes:
         assert node.returncode == 0, node.stderr[-3000:]

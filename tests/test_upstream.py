@@ -10,6 +10,7 @@ from tracerl.core.convert import episode_from_spans
 from tracerl.core.store import SpanStore
 from tracerl.engines.upstream import UpstreamEngine
 from tracerl.gateway import GatewayServer
+from tracerl.gateway.server import free_port
 
 MSG = [{"role": "user", "content": "What is 3 + 4?"}]
 
@@ -84,14 +85,6 @@ def test_upstream_errors_become_client_errors(upstream, tmp_path):
         OpenAI(base_url=front.url + "/v1", api_key="x").chat.completions.create(model="hosted", messages=MSG)
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("token_mode", [True, False])
 def test_gateway_serve_upstream_records_an_apps_traffic_to_its_own_server(upstream, tmp_path, token_mode):
@@ -103,7 +96,7 @@ def test_gateway_serve_upstream_records_an_apps_traffic_to_its_own_server(upstre
 
     from tracerl.models import tiny_model_path
 
-    port, db = _free_port(), tmp_path / "front.db"
+    port, db = free_port(), tmp_path / "front.db"
     cmd = [sys.executable, "-m", "tracerl", "gateway", "serve", "--upstream", upstream.url + "/v1",
            "--upstream-model", "tracerl-tiny", "--name", "policy", "--port", str(port), "--db", str(db)]
     if token_mode:
@@ -134,8 +127,8 @@ def test_gateway_serve_upstream_records_an_apps_traffic_to_its_own_server(upstre
 def test_gateway_serve_upstream_needs_the_upstreams_model_name(capsys):
     from tracerl.cli.main import main
 
-    assert main(["gateway", "serve", "--upstream", "http://127.0.0.1:9/v1", "--port", str(_free_port())]) == 1
+    assert main(["gateway", "serve", "--upstream", "http://127.0.0.1:9/v1", "--port", str(free_port())]) == 1
     assert "--upstream needs --upstream-model" in capsys.readouterr().err
     assert main(["gateway", "serve", "--upstream", "http://127.0.0.1:9/v1", "--model", "x", "--upstream-model", "m",
-                 "--port", str(_free_port())]) == 1
+                 "--port", str(free_port())]) == 1
     assert "not both" in capsys.readouterr().err

@@ -49,6 +49,9 @@ log = logging.getLogger(__name__)
 UNASSIGNED = "unassigned"
 
 
+MAX_BODY_BYTES = 32 * 2**20  # a request body's largest size, on the wire and inflated
+
+
 class _Guard:
     """ASGI middleware: API key check, and bodies over ``limit`` bytes refused with 413
     without reading them whole. Plain ASGI: Starlette's ``BaseHTTPMiddleware`` costs a task
@@ -106,7 +109,7 @@ class Gateway:
     """The state behind the routes: engine, store (through a group-commit writer), sequence numbers."""
 
     def __init__(self, engine: Engine, store: SpanStore, *, model_aliases: tuple[str, ...] = (),
-                 continue_tokens: bool = True):
+                 continue_tokens: bool = True, max_body_bytes: int = MAX_BODY_BYTES):
         self.engine, self.store = engine, store
         self.writer = SpanWriter(store)
         self.models = {engine.model_name, *model_aliases}
@@ -116,7 +119,7 @@ class Gateway:
         # a session's next prompt continues the tokens of its last call (see .turns)
         self.turns = Turns(tok) if continue_tokens and tok is not None else None
         self.prompts = PromptCache()
-        self.max_body_bytes = 32 * 2**20  # a body's largest size, inflated too (create_app sets it)
+        self.max_body_bytes = max_body_bytes  # a body's largest size, inflated too
 
     # -- helpers ----------------------------------------------------------------------
 
@@ -463,12 +466,12 @@ _NO_TELEMETRY: dict[str, Any] = (
 
 
 def create_app(engine: Engine, store: SpanStore, *, api_key: str | None = None,
-               model_aliases: tuple[str, ...] = (), max_body_bytes: int = 32 * 2**20,
+               model_aliases: tuple[str, ...] = (), max_body_bytes: int = MAX_BODY_BYTES,
                continue_tokens: bool = True) -> FastAPI:
     """The ASGI app. Serve it with uvicorn, or use :class:`tracerl.gateway.GatewayServer`.
     ``continue_tokens``: a session's next prompt continues its last call's tokens (:mod:`.turns`)."""
-    gw = Gateway(engine, store, model_aliases=model_aliases, continue_tokens=continue_tokens)
-    gw.max_body_bytes = max_body_bytes
+    gw = Gateway(engine, store, model_aliases=model_aliases, continue_tokens=continue_tokens,
+                 max_body_bytes=max_body_bytes)
     app = FastAPI(title="tracerl gateway", docs_url=None, redoc_url=None, openapi_url=None, **_NO_TELEMETRY)
     app.state.gateway = gw
 

@@ -55,7 +55,8 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _free_port(host: str) -> int:
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port free on ``host`` now (the OS picks it; another process may take it before use)."""
     with socket.socket() as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
@@ -74,7 +75,7 @@ class GatewayServer:
         check_bind(host, api_key)
         self.engine = engine
         self.store = store if isinstance(store, SpanStore) else open_store(store)
-        self.host, self.port = host, port or _free_port(host)
+        self.host, self.port = host, port or free_port(host)
         self.app = create_app(engine, self.store, api_key=api_key, model_aliases=model_aliases,
                               continue_tokens=continue_tokens)
         # Keep idle connections longer than clients do (httpx, hence the openai SDK: 5 s), so
