@@ -26,6 +26,7 @@ Writes nothing; prints one Markdown table.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import sys
@@ -52,12 +53,9 @@ class InstantEngine(ScriptedEngine):
     (ScriptedEngine decodes each prompt and encodes its reply, ~0.3 ms a call)."""
 
     async def generate(self, prompt_ids: list[int], params: Any) -> list[Any]:
-        from tracerl.engines.base import Generation
-
         if not hasattr(self, "_reply"):
             self._reply = await super().generate(prompt_ids, params)
-        return [Generation(list(g.token_ids), list(g.logprobs), g.finish_reason, g.weight_version, g.stop_reason)
-                for g in self._reply]
+        return [dataclasses.replace(g, token_ids=list(g.token_ids), logprobs=list(g.logprobs)) for g in self._reply]
 
 
 @tracerl.rollout
