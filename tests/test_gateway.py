@@ -369,3 +369,65 @@ def test_otlp_bodies_compressed_as_exporters_send_them(tiny_engine, store):
                                                        "content-type": "application/x-protobuf"})
             assert (r.status_code, r.json()["error"]["code"]) == (status, code), r.text
         assert httpx.get(f"{gw.url}/health").status_code == 200
+
+
+def _seeded_run(gw, tracing, tag, run_seed, order, delays):
+    """One step of G=3 rollouts of two tasks with the trainer's per-rollout seeds, submitted in
+    ``order`` with a pause of ``delays[k]`` s before each call of job k; the agent passes no seed.
+    Returns {(task, sample): [response ids of each call, in order]}."""
+    import time
+
+    import tracerl
+    from tracerl.core.types import Task
+    from tracerl.trainers.rollouts import rollout_seed, run_rollouts
+
+    @tracerl.rollout
+    def two_turns(task, config):
+        client = config.openai_client()
+        messages = [{"role": "user", "content": task.data["q"]}]
+        for _ in range(2):
+            time.sleep(delays[task.data["k"]])
+            reply = client.chat.completions.create(model=config.model, messages=messages).choices[0].message
+            messages += [reply.model_dump(exclude_none=True), {"role": "user", "content": "Are you sure?"}]
+        return 0.0
+
+    settings = tracerl.RolloutSettings(gateway_url=gw.url, max_tokens=12, temperature=1.0)
+    jobs = [(Task(id=f"t{i}", data={"q": q, "k": 3 * i + g}), f"{tag}-t{i}-g{g}",
+             settings.model_copy(update={"seed": rollout_seed(run_seed, 0, i, g) if run_seed is not None else None}))
+            for i, q in enumerate(["What is 12 + 30?", "What is 7 - 9?"]) for g in range(3)]
+    episodes = run_rollouts(two_turns, [jobs[k] for k in order], tracing=tracing, concurrency=6)
+    return {(ep.task.id, ep.id[-2:]): [s.response_ids for s in ep.steps] for ep in episodes}
+
+
+def test_a_seeded_session_samples_the_same_tokens_whatever_the_thread_timing(tiny_engine, tracing):
+    """The trainer's per-rollout seed rides in the session URL; the gateway samples each call
+    without a seed of its own from it + the call's sequence number. Two runs of the same seed,
+    their calls in other orders (so other batches), sample the same tokens; a group's samples
+    differ, and so does another run seed, and so do unseeded runs."""
+    from tracerl.trainers.rollouts import rollout_seed
+
+    store = next(iter(tracing.stores.values()))
+    with GatewayServer(tiny_engine, store) as gw:
+        first = _seeded_run(gw, tracing, "a", 1, list(range(6)), [0.0] * 6)
+        again = _seeded_run(gw, tracing, "b", 1, [5, 3, 1, 4, 2, 0], [0.05, 0.0, 0.02, 0.0, 0.04, 0.01])
+        other = _seeded_run(gw, tracing, "c", 2, list(range(6)), [0.0] * 6)
+        unseeded = [_seeded_run(gw, tracing, tag, None, list(range(6)), [0.0] * 6) for tag in "de"]
+        client = OpenAI(base_url=gw.session_url("own-seed", seed=5), api_key="x")
+        own = client.chat.completions.create(model="tracerl-tiny", messages=MSG, max_tokens=12, seed=7)
+        plain = OpenAI(base_url=gw.session_url("plain"), api_key="x").chat.completions.create(
+            model="tracerl-tiny", messages=MSG, max_tokens=12, seed=7)
+        bad = httpx.post(f"{gw.url}/sessions/s/seed/x1/v1/chat/completions", json={"model": "tracerl-tiny",
+                                                                                    "messages": MSG})
+    assert all(len(calls) == 2 and all(calls) for calls in first.values())
+    assert first == again
+    for t in ("t0", "t1"):  # the group's three samples differ from one another
+        assert len({tuple(map(tuple, first[(t, f"g{g}")])) for g in range(3)}) == 3
+    assert other != first and unseeded[0] != unseeded[1]
+    # what was sampled with is on the span: the session's seed + the sequence number, or the request's own
+    spans = sorted(_spans(store, "b-t1-g2"), key=lambda s: s.attributes["tracerl.llm.sequence"])
+    assert [json.loads(s.attributes["tracerl.llm.sampling"])["seed"] for s in spans] == [
+        rollout_seed(1, 0, 1, 2) + seq for seq in (0, 1)]
+    assert "seed" not in json.loads(_spans(store, "d-t0-g0")[0].attributes["tracerl.llm.sampling"])
+    assert own.choices[0].message.content == plain.choices[0].message.content
+    assert json.loads(_spans(store, "own-seed")[0].attributes["tracerl.llm.sampling"])["seed"] == 7
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "seed"

@@ -242,6 +242,8 @@ class ScriptedServer:
                 session = None
                 if path.startswith("/sessions/"):
                     session, _, path = path[len("/sessions/"):].partition("/")
+                    if path.startswith("seed/"):  # a seeded session's URL: a script draws no samples
+                        path = path.partition("/")[2].partition("/")[2]
                     path = "/" + path
                 answer = {"/v1/chat/completions": server.complete, "/v1/responses": server.respond}.get(path)
                 if answer is None:

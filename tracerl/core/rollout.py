@@ -75,8 +75,10 @@ class RolloutSettings(BaseModel):
         "off for other OpenAI-compatible servers, which then get {gateway_url}/v1 and baggage only"
     )
     seed: int | None = Field(
-        None, description="sampling seed offered to the agent (config.sampling['seed']); the trainer "
-        "sets one per rollout so that a seeded run can be reproduced"
+        None, description="the episode's sampling seed: in its session URL (/sessions/{id}/seed/{seed}/v1), "
+        "where the tracerl gateway samples each call without a seed of its own from seed + the call's "
+        "sequence number, and offered to the agent (config.sampling['seed']); the trainer sets one per "
+        "rollout so that a seeded run samples the same tokens whatever the thread timing"
     )
     store: str | None = Field(None, description="span store path (default $TRACERL_HOME/traces.db)")
     otlp_endpoint: str | None = Field(None, description="also export spans to this OTLP/HTTP endpoint")
@@ -115,7 +117,7 @@ class RolloutContext:
         """LangChain's ``ChatOpenAI`` for this episode: this model, temperature, top_p and
         max_tokens unless ``options`` say otherwise (``langchain-openai`` must be installed).
         The seed is left out: one seed for every call of an episode would draw the same random
-        numbers each call (pass ``seed=`` yourself for a reproducible run)."""
+        numbers each call; the tracerl gateway seeds each call of a seeded session itself."""
         return clients.chat_openai(self.base_url, self.api_key, **{**self._langchain_defaults(), **options})
 
     def _langchain_defaults(self) -> dict[str, Any]:
@@ -163,12 +165,14 @@ class RolloutContext:
 RolloutConfig = RolloutContext  # the name before 0.2; kept for one release
 
 
-def session_base_url(gateway_url: str, episode_id: str) -> str:
-    """``{gateway}/sessions/{id}/v1``: the session rides in the path, so any client works."""
+def session_base_url(gateway_url: str, episode_id: str, seed: int | None = None) -> str:
+    """``{gateway}/sessions/{id}/v1``: the session rides in the path, so any client works; with
+    a ``seed``, ``{gateway}/sessions/{id}/seed/{seed}/v1``, which the gateway seeds each call of
+    the session from (see tracerl.gateway.app.session_seed)."""
     root = gateway_url.rstrip("/")
     if root.endswith("/v1"):
         root = root[: -len("/v1")]
-    return f"{root}/sessions/{episode_id}/v1"
+    return f"{root}/sessions/{episode_id}" + (f"/seed/{seed}" if seed is not None else "") + "/v1"
 
 
 class Session:
@@ -203,7 +207,7 @@ class Session:
         if not self.settings.session_path:
             root = self.settings.gateway_url.rstrip("/")
             return root if root.endswith("/v1") else f"{root}/v1"
-        return session_base_url(self.settings.gateway_url, self.episode_id)
+        return session_base_url(self.settings.gateway_url, self.episode_id, self.settings.seed)
 
     @property
     def tracing(self) -> Tracing:

@@ -1,6 +1,7 @@
 """The gateway: an OpenAI-compatible server that records the token truth of every call.
 
-Routes (each also under ``/sessions/{session_id}``): ``POST /v1/chat/completions``
+Routes (each also under ``/sessions/{session_id}`` and ``/sessions/{session_id}/seed/{seed}``, see
+:func:`session_seed`): ``POST /v1/chat/completions``
 (streaming or not), ``POST /v1/responses`` (the Responses API, served as a chat call:
 :mod:`.responses`), ``POST /v1/completions``, ``GET /v1/models``; plus ``GET /health`` and
 ``POST /v1/traces`` (OTLP/HTTP, protobuf or JSON) so remote agents need one address.
@@ -21,6 +22,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -140,9 +142,10 @@ class Gateway:
             session = UNASSIGNED
         return (str(session) if session is not None else None), trace_id, span_parent
 
-    def next_sequence(self, key: str) -> int:
+    def next_sequence(self, key: str, count: int = 1) -> int:
+        """The first of ``count`` consecutive sequence numbers of session ``key``."""
         seq = self._sequence.get(key, 0)
-        self._sequence[key] = seq + 1
+        self._sequence[key] = seq + count
         return seq
 
     def max_tokens(self, prompt_len: int, requested: int | None) -> int:
@@ -172,20 +175,27 @@ class Gateway:
         """
         session, trace_id, parent = who or self.session_of(path_session, dict(request.headers))
         params = req.sampling(self.max_tokens(len(prompt_ids), req.requested_max_tokens))
+        base = session_seed(request)
+        # The call's sequence numbers (one per choice) are taken as it arrives, not when it
+        # ends: a seeded session's call samples from seed + its number, which must be known
+        # before generating (an engine error leaves those numbers unused, a gap in the order).
+        first = self.next_sequence(session or f"trace:{trace_id}", req.n)
+        if params.seed is None and base is not None:  # the request's own seed wins
+            params = replace(params, seed=base + first)  # choice i: seed + i, its own number (TorchEngine)
         start = time.time_ns()
         gens = await self.engine.generate(prompt_ids, params)
         end = time.time_ns()
         rid = p.completion_id("chatcmpl" if isinstance(req, p.ChatRequest) else "cmpl")
         shaped = [shape(g, i) for i, g in enumerate(gens)]
-        key = session or f"trace:{trace_id}"
         await self.record([
             gateway_span(CallRecord(
-                session=session, trace_id=trace_id, parent_span_id=parent, sequence=self.next_sequence(key),
+                session=session, trace_id=trace_id, parent_span_id=parent, sequence=first + i,
                 request=req, prompt_ids=prompt_ids, generation=g, message=message,
                 finish_reason=choice["finish_reason"], response_id=rid, model=self.engine.model_name,
                 start_ns=start, end_ns=end, stream=req.stream, tokenizer=self.tokenizer_fingerprint,
+                seed=params.seed,
             ))
-            for g, (choice, message) in zip(gens, shaped)
+            for i, (g, (choice, message)) in enumerate(zip(gens, shaped))
         ])
         completion = sum(len(g.token_ids) for g in gens)
         usage = {"prompt_tokens": len(prompt_ids), "completion_tokens": completion,
@@ -408,6 +418,35 @@ class Gateway:
         return Response(b"", media_type="application/x-protobuf")
 
 
+MAX_SESSION_SEED = 2**62  # |seed| below it, so seed + sequence number stays within what engines take
+
+
+def session_seed(request: Request) -> int | None:
+    """The sampling seed of the request's session, from a ``/sessions/{id}/seed/{seed}`` URL;
+    None (each call drawn at random) without one.
+
+    A seeded session's call without a ``seed`` of its own samples from session seed + its
+    sequence number, so a seeded run samples the same tokens whatever the thread timing, even
+    when the agent's code passes no seed (LangChain's ChatOpenAI does not, by default). The
+    seed rides in the URL, the one thing every call of a session carries whatever its client,
+    to an in-process gateway and to a ``tracerl gateway serve`` elsewhere alike: baggage would
+    need an instrumented client, and telling the gateway each session's seed beforehand would
+    be a call to make and state to keep. Calls forwarded to an upstream engine are not seeded:
+    a hosted model's own seeding is its business.
+    """
+    raw = request.path_params.get("seed")
+    if raw is None:
+        return None
+    try:
+        seed = int(raw)
+    except ValueError:
+        seed = None
+    if seed is None or abs(seed) >= MAX_SESSION_SEED:
+        raise p.APIError(400, f"the session seed in the URL must be an integer of magnitude below 2**62, "
+                              f"not {raw!r}", param="seed")
+    return seed
+
+
 class PromptCache:
     """The token ids of recent first prompts, by their messages and tools. A GRPO group sends
     the same prompt once per sample, each in a session of its own, and rendering the chat
@@ -526,7 +565,7 @@ def create_app(engine: Engine, store: SpanStore, *, api_key: str | None = None,
     # Plain Starlette routes: FastAPI's dependency solving and response validation would
     # add work per call for no use here (we validate bodies ourselves, with our errors).
     app.add_route("/health", health, methods=["GET"])
-    for prefix in ("", "/sessions/{session_id}"):
+    for prefix in ("", "/sessions/{session_id}", "/sessions/{session_id}/seed/{seed}"):
         app.add_route(prefix + "/v1/models", models, methods=["GET"])
         app.add_route(prefix + "/v1/chat/completions", chat, methods=["POST"])
         app.add_route(prefix + "/v1/completions", completions, methods=["POST"])

@@ -37,6 +37,7 @@ class CallRecord:
     end_ns: int
     stream: bool
     tokenizer: str | None = None  # the fingerprint of the tokenizer that made prompt_ids and the response
+    seed: int | None = None  # the call's sampling seed: the request's, else its session's (app.session_seed)
 
 
 def _messages(req: Any) -> list[Message]:
@@ -62,6 +63,8 @@ def gateway_span(call: CallRecord) -> SpanRecord:
         for tc in msg.get("tool_calls") or ()
     ])
     sampling = {k: getattr(req, k) for k in ("temperature", "top_p", "top_k", "seed", "n", "stop") if getattr(req, k, None) is not None}
+    if call.seed is not None:  # the seed sampled with, so that a call can be replayed
+        sampling["seed"] = call.seed
     attrs: dict[str, Any] = {
         sc.SPAN_TYPE: "llm",
         sc.SOURCE: "gateway",

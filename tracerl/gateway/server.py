@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from tracerl.core.errors import ConfigError
+from tracerl.core.rollout import session_base_url
 from tracerl.core.store import SpanStore, open_store
 
 KEEP_ALIVE_S = 75  # seconds an idle keep-alive connection stays open (nginx's default)
@@ -90,8 +91,9 @@ class GatewayServer:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    def session_url(self, session_id: str) -> str:
-        return f"{self.url}/sessions/{session_id}/v1"
+    def session_url(self, session_id: str, seed: int | None = None) -> str:
+        """The session's OpenAI base URL; with ``seed``, its calls without a seed are seeded (app.session_seed)."""
+        return session_base_url(self.url, session_id, seed)
 
     def start(self, timeout_s: float = 30.0) -> GatewayServer:
         self._thread = threading.Thread(target=self._server.run, name="tracerl-gateway", daemon=True)
