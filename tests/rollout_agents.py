@@ -64,3 +64,23 @@ def diagnose_agent(task: tracerl.Task, config: tracerl.RolloutContext) -> str:
                                           attributes={"gen_ai.operation.name": "execute_tool"}) as span:
             span.set_status(trace.Status(trace.StatusCode.ERROR, "ZeroDivisionError: division by zero"))
     return text
+
+
+@tracerl.rollout
+def exiting_agent(task: tracerl.Task, config: tracerl.RolloutContext) -> dict:
+    """parity_agent, except that the first rollout to get here after its LLM call (of the whole
+    run: a marker file, $TRACERL_TEST_EXIT_MARKER) ends its process at once, as a crash would."""
+    import os
+
+    text = _ask(task, config)
+    marker = os.environ.get("TRACERL_TEST_EXIT_MARKER")
+    if marker:
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            pass
+        else:
+            os.close(fd)
+            os._exit(1)
+    even = (len(text) + config.sampling.get("seed", 0)) % 2 == 0
+    return {"reward": float(even), "is_correct": even}

@@ -116,15 +116,29 @@ def test_a_broken_json_config_names_the_line_and_column(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv", [
-    ["gateway", "serve", "--db", "postgresql://user@host:5432/db", "--port", "1"],
-    ["traces", "list", "--db", "postgresql://user@host:5432/db"],
+    ["gateway", "serve", "--db", "mysql://user:secret@host:5432/db", "--port", "1"],
+    ["traces", "list", "--db", "mysql://user:secret@host:5432/db"],
+    ["train", "arithmetic", "--store", "mysql://user:secret@host:5432/db", "--steps", "1"],
+    ["eval", "arithmetic", "--store", "mysql://user:secret@host:5432/db"],
 ])
-def test_a_store_url_is_one_line_and_makes_no_folder(argv, tmp_path, monkeypatch, capsys):
-    """The span store is a SQLite file: a URL taken as a path would quietly make a folder
-    named ``postgresql:`` holding a new, empty store."""
+def test_a_store_url_of_an_unknown_kind_is_one_line_and_makes_no_folder(argv, tmp_path, monkeypatch, capsys):
+    """Taken as a path, a URL would quietly make a folder named ``mysql:`` holding a new, empty
+    store; the password is not printed."""
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1, err
-    assert "'postgresql' URL" in err and "SQLite file" in err
+    assert "'mysql' URL" in err and "postgresql://" in err and "secret" not in err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv", [
+    ["gateway", "serve", "--store", "postgresql://u:secret@127.0.0.1:1/db", "--port", "1"],
+    ["traces", "list", "--store", "postgresql://u:secret@127.0.0.1:1/db"],
+])
+def test_a_postgresql_store_that_is_down_is_one_line(argv, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "cannot open span store postgresql://u:***@127.0.0.1:1/db" in err and "secret" not in err

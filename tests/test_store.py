@@ -1,4 +1,7 @@
-"""The span store: dedup, episode queries, export/import, the SDK exporter, many processes."""
+"""The span store: dedup, episode queries, export/import, the SDK exporter, many processes, runs.
+
+Every test taking ``store`` or ``target`` runs on both backends: a SQLite file and a real
+PostgreSQL server started for this module (tests/pg.py; skipped only where none is installed)."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pg
 import pytest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -16,7 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from tracerl.core.errors import SpanDecodeError, StoreError
 from tracerl.core.spans import SpanRecord, span_record
-from tracerl.core.store import SessionSummary, SpanStore, StoreExporter
+from tracerl.core.store import SessionSummary, SpanStore, StoreExporter, open_store
 
 T1, T2, T3 = "a1" * 16, "b2" * 16, "c3" * 16
 
@@ -37,9 +41,20 @@ def names(records: list[SpanRecord]) -> list[str]:
     return [r.name for r in records]
 
 
+postgres_server = pg.postgres_server
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def target(request: Any, tmp_path: Path) -> str:
+    """An empty store's path or URL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "traces.db")
+    return pg.fresh_url(request.getfixturevalue("postgres_server"))
+
+
 @pytest.fixture
-def store(tmp_path: Path) -> Any:
-    with SpanStore(tmp_path / "traces.db") as s:
+def store(target: str) -> Any:
+    with open_store(target) as s:
         yield s
 
 
@@ -212,7 +227,7 @@ WRITERS, BATCHES, BATCH = 4, 50, 20
 
 def _writer(path: str, w: int, go: Any) -> None:
     go.wait()
-    store = SpanStore(path)  # opened at the same moment by every writer: a new file
+    store = open_store(path)  # opened at the same moment by every writer: a new file, new tables
     for b in range(BATCHES):
         trace = format(w * 1000 + b + 1, "032x")
         batch = [rec(trace, w * 100_000 + b * 100 + i + 1, time.time_ns(), session=f"w{w}-b{b}")
@@ -223,9 +238,12 @@ def _writer(path: str, w: int, go: Any) -> None:
 
 def _reader(path: str, go: Any, done: Any, out: Any) -> None:
     go.wait()
-    while not Path(path).exists():
-        time.sleep(0.005)
-    store = SpanStore(path)
+    while True:  # until a writer has made the file (or the tables)
+        try:
+            store = open_store(path, read_only=True)
+            break
+        except StoreError:
+            time.sleep(0.005)
     reads, last, torn = 0, 0, []
     while True:
         finished = done.is_set()
@@ -243,8 +261,8 @@ def _reader(path: str, go: Any, done: Any, out: Any) -> None:
     out.put((reads, last, torn))
 
 
-def test_four_processes_write_one_file_while_another_reads(tmp_path: Path) -> None:
-    path = str(tmp_path / "shared.db")
+def test_four_processes_write_one_store_while_another_reads(target: str) -> None:
+    path = target
     ctx = multiprocessing.get_context("spawn")
     go, done, out = ctx.Event(), ctx.Event(), ctx.Queue()
     writers = [ctx.Process(target=_writer, args=(path, w, go)) for w in range(WRITERS)]
@@ -261,7 +279,7 @@ def test_four_processes_write_one_file_while_another_reads(tmp_path: Path) -> No
     assert reader.exitcode == 0
     assert torn == []
     assert reads > 1 and last_seen == WRITERS * BATCHES * BATCH
-    with SpanStore(path) as store:
+    with open_store(path) as store:
         assert store.count() == WRITERS * BATCHES * BATCH
         assert store.check() == "ok"
         assert len(store.sessions()) == WRITERS * BATCHES
@@ -274,24 +292,91 @@ def test_four_processes_write_one_file_while_another_reads(tmp_path: Path) -> No
     [[0.5, float("inf")]],
     {"nested": [0.0, float("-inf")]},
 ])
-def test_non_finite_numbers_survive_the_store(tmp_path, value):
-    store = SpanStore(tmp_path / "s.db")
+def test_non_finite_numbers_survive_the_store(store, value):
     store.add([rec(T1, 1, 100, session="s", logprobs=value, ids=list(range(5000)), text="é")])
     (back,) = store.spans(session_id="s")
     assert repr(back.attributes["logprobs"]) == repr(value)
     assert back.attributes["ids"] == list(range(5000)) and back.attributes["text"] == "é"
 
 
-def test_open_store_refuses_a_url_and_opens_a_path(tmp_path, monkeypatch):
+def test_open_store_refuses_an_unknown_url_and_opens_a_path(tmp_path, monkeypatch):
     from tracerl.core.errors import StoreError
     from tracerl.core.store import open_store, run_store
 
     monkeypatch.chdir(tmp_path)
-    for url in ("postgresql://user@host:5432/db", Path("mysql://h/db"), "sqlite:///x.db"):
-        with pytest.raises(StoreError, match="URL is not a store tracerl can open"):
+    for url in ("mysql://user:secret@host:5432/db", Path("mysql://h/db"), "sqlite:///x.db"):
+        with pytest.raises(StoreError, match="URL is not a store tracerl can open") as err:
             open_store(url)
+        assert "secret" not in str(err.value) and "postgresql://user:password@host" in str(err.value)
+    # a PostgreSQL URL is a store: with no server there, one line naming it (password masked)
+    with pytest.raises(StoreError, match=r"cannot open span store postgresql://u:\*\*\*@127.0.0.1:1/db") as err:
+        open_store("postgresql://u:secret@127.0.0.1:1/db")
+    assert "secret" not in str(err.value) and "\n" not in str(err.value)
     assert list(tmp_path.iterdir()) == []
     with open_store(tmp_path / "a" / "t.db") as store:  # a path, even one with a colon in it, is a file
         assert store.path == str(tmp_path / "a" / "t.db")
     with open_store("C:/x.db") as store, run_store(tmp_path / "run") as run:
         assert store.path == "C:/x.db" and Path(run.path) == tmp_path / "run" / "traces.db"
+
+
+# --- runs in one store ------------------------------------------------------------------------
+
+
+def test_a_run_view_sees_its_episodes_only_and_gateway_spans_follow_their_session(store: SpanStore) -> None:
+    """Two runs share the store. The session stamps the run id on its spans; the gateway's span
+    carries only the session (it need not know the run) and still belongs to it."""
+    run = "tracerl.run.id"
+    store.add([
+        rec(T1, 1, 100, session="a-ep", **{run: "run-a"}), rec(T1, 2, 110, parent=1),  # untagged: follows its trace
+        rec(T2, 3, 120, session="a-ep", llm=True),  # the gateway's, in a trace of its own
+        rec(T3, 4, 200, session="b-ep", **{run: "run-b"}), rec(T3, 5, 210, session="b-ep", llm=True),
+        rec("d4" * 16, 6, 300, session="no-run"),  # an app's spans, in no run
+    ])
+    a, b = store.for_run("run-a"), store.for_run("run-b")
+    assert [s.session_id for s in a.sessions()] == ["a-ep"] and a.sessions()[0].llm_calls == 1
+    assert names(a.spans()) == ["span-1", "span-2", "span-3"] and a.count() == 3
+    assert sorted(b.spans_by_session()) == ["b-ep"] and b.count() == 2
+    assert b.spans(session_id="a-ep") == []  # another run's episode is not seen through this view
+    assert [(r.run_id, r.episodes, r.spans) for r in store.runs()] == [("run-b", 1, 2), ("run-a", 1, 3)]
+    assert store.count() == 6  # the whole store is unchanged
+    assert a.prune(dry_run=True) == (1, 3)
+    assert a.prune() == (1, 3)
+    assert store.count() == 3 and [r.run_id for r in store.runs()] == ["run-b"]
+    assert sorted(s.session_id for s in store.sessions()) == ["b-ep", "no-run"]
+
+
+def test_the_first_run_to_name_a_session_keeps_it(store: SpanStore) -> None:
+    store.add([rec(T1, 1, 100, session="ep", **{"tracerl.run.id": "first"})])
+    store.add([rec(T1, 2, 110, session="ep", **{"tracerl.run.id": "second"})])
+    assert [r.run_id for r in store.runs()] == ["first"] and store.for_run("second").count() == 0
+
+
+def _steady_writer(path: str, acked: Any) -> None:
+    store = open_store(path)
+    for b in range(100_000):
+        trace = format(b + 1, "032x")
+        store.add([rec(trace, i + 1, b * 100 + i, session=f"k{b}") for i in range(BATCH)])
+        acked.put(b)  # after the commit returned: what a gateway would now answer
+
+
+def test_kill_9_of_a_writer_loses_nothing_it_committed(target: str) -> None:
+    import os
+    import signal
+
+    ctx = multiprocessing.get_context("spawn")
+    acked = ctx.Queue()
+    writer = ctx.Process(target=_steady_writer, args=(target, acked))
+    writer.start()
+    seen = [acked.get(timeout=60) for _ in range(30)]
+    os.kill(writer.pid, signal.SIGKILL)  # mid-batch, most likely
+    writer.join(10)
+    while True:
+        try:
+            seen.append(acked.get(timeout=0.5))
+        except Exception:  # noqa: BLE001 - queue.Empty: drained
+            break
+    with open_store(target) as store:
+        assert store.check() == "ok"
+        sizes = {s.session_id: s.spans for s in store.sessions()}
+        assert all(f"k{b}" in sizes for b in seen)  # every acknowledged batch is there
+        assert set(sizes.values()) == {BATCH}  # and no batch is there in part

@@ -88,10 +88,15 @@ def report(run: Annotated[Path, typer.Argument(help="a run folder")],
 
 
 @runs_app.command("list")
-def list_(runs: RunsOption = None) -> None:
-    """Run folders under --runs (default: ./runs), newest first."""
+def list_(runs: RunsOption = None, store: Annotated[str | None, typer.Option(
+        "--store", help="list the runs a span store holds (a path or postgresql:// URL shared by runs) instead")] = None,
+) -> None:
+    """Run folders under --runs (default: ./runs), newest first; with --store, the runs in that store."""
     from tracerl.runs.folder import find_runs
 
+    if store is not None:
+        _store_runs(store)
+        return
     root = runs or Path("runs")
     found = find_runs(root)
     table = Table("run", "task")
@@ -105,6 +110,22 @@ def list_(runs: RunsOption = None) -> None:
     console.print(table if found else f"no runs under {root}")
     for rule, mark in rules.items():  # below the table: a narrow terminal would fold it inside
         console.print(f"{mark} {rule}: the reward gave no is_correct; accuracy counts a reward that reaches reward_max")
+
+
+def _store_runs(target: str) -> None:
+    from datetime import datetime, timezone
+
+    from tracerl.core.store import open_store
+
+    def when(ns: int) -> str:
+        return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+    with open_store(target, read_only=True) as spans:
+        found = spans.runs()
+        table = Table("run id", "episodes", "spans", "first span (UTC)", "last span (UTC)")
+        for r in found:
+            table.add_row(r.run_id, str(r.episodes), str(r.spans), when(r.start_ns), when(r.end_ns))
+        console.print(table if found else f"no runs in {spans.where} (only spans of runs since 0.3 carry a run id)")
 
 
 def _rewards(run: Any) -> str:

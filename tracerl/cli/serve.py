@@ -14,6 +14,10 @@ model_app = typer.Typer(help="Models: set up real ones offline, and the default 
                         no_args_is_help=True)
 
 
+StoreOption = Annotated[str | None, typer.Option(
+    "--store", "--db", help="span store: a SQLite file, or postgresql://user:password@host:port/db shared by "
+    "many gateways and runs (default: $TRACERL_STORE, else $TRACERL_HOME/traces.db; a run's own folder for "
+    "train and eval)", show_default=False)]
 ContinueTokens = Annotated[bool, typer.Option(
     help="a session's next prompt continues its last call's sampled token ids when that turn comes back "
     "unchanged (token in, token out); --no-continue-tokens renders every conversation in full")]
@@ -25,7 +29,7 @@ def serve(
     host: Annotated[str, typer.Option(help="bind address; anything but loopback needs --api-key")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535)] = 8000,
     api_key: Annotated[str | None, typer.Option(envvar="TRACERL_GATEWAY_API_KEY", help="require this Bearer key")] = None,
-    db: Annotated[Path | None, typer.Option("--db", help="span store file")] = None,
+    db: StoreOption = None,
     name: Annotated[str | None, typer.Option(help="model name clients send (default: derived from the path)")] = None,
     batch_window_ms: Annotated[float, typer.Option(min=0)] = 5.0,
     upstream: Annotated[str | None, typer.Option(
@@ -44,28 +48,31 @@ def serve(
     """Serve MODEL (or front --upstream) as an OpenAI-compatible API on HOST:PORT, recording token-level spans."""
     import uvicorn
 
-    from tracerl.core.store import check_store_target, open_store
+    from tracerl.core.store import open_store
     from tracerl.gateway.app import create_app
     from tracerl.gateway.server import bind_socket, check_bind
     from tracerl.trainers.model_path import resolve_model
 
     check_bind(host, api_key)
-    if db is not None:
-        check_store_target(str(db))  # before the model loads
     if model is not None and upstream is None:
         model = resolve_model(model)  # a wrong folder is one line before anything binds or loads
-    sock = bind_socket(host, port)  # a busy port fails now, not after the model has loaded
+    store = open_store(db)  # a wrong URL, a server down or a refused password: one line, before the model loads
+    try:
+        sock = bind_socket(host, port)  # a busy port fails now, not after the model has loaded
+    except BaseException:
+        store.close()
+        raise
     try:
         engine = _engine(model, name, batch_window_ms, upstream, upstream_model, tokenizer, provider,
                          upstream_key_env)
-        store = open_store(db)
         what = f"{engine.model_name} from {upstream}" if upstream else engine.model_name
-        typer.echo(f"serving {what} on http://{host}:{port}/v1 (spans -> {store.path})")
+        typer.echo(f"serving {what} on http://{host}:{port}/v1 (spans -> {store.where})")
         app = create_app(engine, store, api_key=api_key, continue_tokens=continue_tokens)
         config = uvicorn.Config(app, host=host, port=port, log_level="info")
         uvicorn.Server(config).run(sockets=[sock])
     finally:
         sock.close()
+        store.close()
 
 
 def _engine(model: str | None, name: str | None, batch_window_ms: float, upstream: str | None,

@@ -13,15 +13,16 @@ from rich.console import Console
 from rich.table import Table
 from rich.tree import Tree
 
+from tracerl.cli.serve import StoreOption
 from tracerl.core.errors import ConfigError
-from tracerl.core.store import SpanStore, check_store_target, open_store
+from tracerl.core.store import SpanStore, default_store_target, is_url, open_store
 
 app = typer.Typer(help="Inspect, export and import stored traces (one episode per session).", no_args_is_help=True)
 console = Console()
 
-DbOption = Annotated[
-    Path | None, typer.Option("--db", help="span store file (default: $TRACERL_HOME/traces.db)")
-]
+DbOption = StoreOption
+RunIdOption = Annotated[str | None, typer.Option(
+    "--run-id", help="only this run's episodes, in a store that several runs write (`tracerl runs list --store`)")]
 SinceOption = Annotated[
     str | None, typer.Option("--since", help="only episodes started in the last 30s/15m/2h/7d")
 ]
@@ -38,12 +39,12 @@ def parse_since(text: str | None) -> int | None:
     return time.time_ns() - int(seconds * 1e9)
 
 
-def _open(db: Path | None, must_exist: bool = True) -> SpanStore:
-    if db is not None:
-        check_store_target(str(db))
-    if db is not None and must_exist and not db.exists():
-        raise ConfigError(f"no span store at {db}; check --db (the default is $TRACERL_HOME/traces.db)")
-    return open_store(db)
+def _open(db: str | Path | None, must_exist: bool = True, run_id: str | None = None) -> SpanStore:
+    target = str(db) if db is not None else default_store_target()
+    if db is not None and must_exist and not is_url(target) and not Path(target).exists():
+        raise ConfigError(f"no span store at {db}; check --db (the default is $TRACERL_STORE, else "
+                          "$TRACERL_HOME/traces.db)")
+    return open_store(target, run_id=run_id)
 
 
 def _when(ns: int) -> str:
@@ -51,12 +52,13 @@ def _when(ns: int) -> str:
 
 
 @app.command("list")
-def list_(db: DbOption = None, since: SinceOption = None, limit: int = typer.Option(20, min=1)) -> None:
+def list_(db: DbOption = None, since: SinceOption = None, limit: int = typer.Option(20, min=1),
+          run_id: RunIdOption = None) -> None:
     """List stored episodes, newest first: LLM calls (each once, however many spans recorded
     it), reward and how each ended."""
     from tracerl.core.convert import episode_from_spans
 
-    with _open(db) as store:
+    with _open(db, run_id=run_id) as store:
         rows = store.sessions(since_ns=parse_since(since), limit=limit)
         table = Table("llm calls", "reward", "ending", "started (UTC)", "duration", "spans")
         table.add_column("episode", no_wrap=True)
@@ -64,7 +66,7 @@ def list_(db: DbOption = None, since: SinceOption = None, limit: int = typer.Opt
             ep = episode_from_spans(store.spans(session_id=r.session_id), episode_id=r.session_id)
             table.add_row(str(len(ep.steps)), "-" if ep.reward is None else f"{ep.reward:g}", ep.termination_reason.value,
                           _when(r.start_ns), f"{max(0, r.end_ns - r.start_ns) / 1e9:.2f}s", str(r.spans), r.session_id)
-        console.print(table if rows else f"no episodes in {store.path}")
+        console.print(table if rows else f"no episodes in {store.where}" + (f" of run {run_id}" if run_id else ""))
 
 
 @app.command()
@@ -82,7 +84,7 @@ def show(
     with _open(db) as store:
         records = store.spans(session_id=episode)
         if not records:
-            raise ConfigError(f"no spans for episode {episode!r} in {store.path}; see `tracerl traces list`")
+            raise ConfigError(f"no spans for episode {episode!r} in {store.where}; see `tracerl traces list`")
         ep = episode_from_spans(records, episode_id=episode)
         console.print(episode_tree(ep, traceback=True))
         if tokens:
@@ -101,22 +103,25 @@ def prune(
     before: Annotated[str | None, typer.Option("--before", help="episodes that ended over this long ago: 30m, 12h, 7d")] = None,
     run: Annotated[Path | None, typer.Option("--run", help="a run folder: prune its traces.db")] = None,
     db: DbOption = None,
+    run_id: RunIdOption = None,
     yes: bool = typer.Option(False, "--yes", help="delete without asking (the count is printed first)"),
 ) -> None:
     """Delete whole episodes from a span store, in one transaction; says how many first."""
-    if before is None and run is None:
-        raise ConfigError("say what to prune: --before 7d (episodes older than that), or --run DIR (a run's traces)")
+    if before is None and run is None and run_id is None:
+        raise ConfigError("say what to prune: --before 7d (episodes older than that), --run DIR (a run folder's "
+                          "traces) or --run-id ID (one run's episodes in a shared store)")
     if run is not None and db is not None:
         raise ConfigError("--run DIR prunes DIR/traces.db; pass --db or --run, not both")
     path = run / "traces.db" if run is not None else db
     if run is not None and not path.is_file():  # type: ignore[union-attr]
         raise ConfigError(f"--run {run}: no traces.db there")
     cutoff = parse_since(before)
-    with _open(path) as store:
+    with _open(path, run_id=run_id) as store:
         episodes, spans = store.prune(before_ns=cutoff, dry_run=True)
-        what = f"{episodes} episodes ({spans} spans) in {store.path}" + (f" that ended over {before} ago" if before else "")
+        where = store.where + (f" of run {run_id}" if run_id else "")
+        what = f"{episodes} episodes ({spans} spans) in {where}" + (f" that ended over {before} ago" if before else "")
         if not spans:
-            typer.echo(f"nothing to prune: 0 episodes in {store.path}" + (f" ended over {before} ago" if before else ""))
+            typer.echo(f"nothing to prune: 0 episodes in {where}" + (f" ended over {before} ago" if before else ""))
             return
         typer.echo(f"pruning {what}")
         try:
@@ -136,11 +141,12 @@ def export(
     db: DbOption = None,
     episode: Annotated[list[str] | None, typer.Option("--episode", help="only these episodes")] = None,
     since: SinceOption = None,
+    run_id: RunIdOption = None,
 ) -> None:
     """Export spans to JSON lines or Parquet, to train on later or move to another store.
     Exporting nothing is an error (exit 1), and leaves ``out`` as it was."""
     since_ns = parse_since(since)
-    with _open(db) as store:
+    with _open(db, run_id=run_id) as store:
         ids: list[str | None] = list(episode) if episode else [None]
         parquet = out.suffix == ".parquet"
         if parquet and len(ids) > 1:
@@ -157,7 +163,7 @@ def export(
         finally:
             tmp.unlink(missing_ok=True)
         if not n:
-            raise ConfigError(_nothing_exported(store.path, episode, since) + f"; {out} was not written")
+            raise ConfigError(_nothing_exported(store.where, episode, since) + f"; {out} was not written")
         typer.echo(f"exported {n} spans to {out}")
 
 
@@ -188,7 +194,7 @@ def import_(
             n = store.add(decode_otlp(src.read_bytes(), kind))
         else:
             n = store.import_jsonl(src)
-        typer.echo(f"imported {n} new spans into {store.path} ({store.duplicates} already there)")
+        typer.echo(f"imported {n} new spans into {store.where} ({store.duplicates} already there)")
 
 
 def _looks_like_otlp_json(path: Path) -> bool:

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from tracerl.cli.serve import ContinueTokens
+from tracerl.cli.serve import ContinueTokens, StoreOption
 from tracerl.trainers.config import ALGO_NAMES
 
 tasks_app = typer.Typer(help="The task registry: what can be trained and evaluated.", no_args_is_help=True)
@@ -69,12 +69,19 @@ def train(
     min_reward: Annotated[float | None, typer.Option(help="rft: keep trajectories with at least this reward")] = None,
     config: Annotated[Path | None, typer.Option("--config", help="YAML (or JSON) file of settings")] = None,
     output: Annotated[Path | None, typer.Option(help="run folder (checkpoints, metrics, traces)")] = None,
+    store: StoreOption = None,
     resume: Annotated[bool, typer.Option("--resume", help="continue from the latest checkpoint")] = False,
     seed: Annotated[int | None, typer.Option(help="run seed")] = None,
     eval_size: Annotated[int | None, typer.Option(help="held-out tasks to evaluate on (0 = none)")] = None,
     threads: Annotated[int | None, typer.Option(help="torch CPU threads")] = None,
     engine: Annotated[str | None, typer.Option(
         help="what serves rollouts: torch (default), vllm (colocated, [gpu] extra), openai (--set upstream.url=...)")] = None,
+    rollout_workers: Annotated[int | None, typer.Option(
+        "--rollout-workers", min=0, help="run the agent in this many Ray worker processes instead of threads "
+        "([ray] extra); they reach the gateway over HTTP and send their spans over OTLP")] = None,
+    ray_address: Annotated[str | None, typer.Option(
+        "--ray-address", help="with --rollout-workers: a running Ray cluster (HOST:PORT or auto; default: "
+        "start one on this machine)")] = None,
     nproc: Annotated[int, typer.Option(
         "--nproc", min=1, help="processes (GPUs) per node the update is sharded over with FSDP2; runs itself "
                                "under torchrun")] = 1,
@@ -99,9 +106,9 @@ def train(
     if (nproc > 1 or nnodes > 1) and "WORLD_SIZE" not in os.environ and not dry_run:
         raise typer.Exit(_torchrun(nproc, nnodes, rdzv_endpoint))
     overrides: dict[str, Any] = _data_overrides(task, data, eval_data, holdout)
-    flags = {"reward": reward, "reward_max": reward_max, "agent": agent, "model": model, "from_traces": from_traces, "output": output, "seed": seed, "steps": steps,
+    flags = {"reward": reward, "reward_max": reward_max, "agent": agent, "model": model, "from_traces": from_traces, "output": output, "store": store, "seed": seed, "steps": steps,
              "batch_size": batch_size, "group_size": group_size, "eval_size": eval_size, "threads": threads,
-             "engine": engine}
+             "engine": engine, "rollout_workers": rollout_workers, "ray_address": ray_address}
     overrides.update({k: v for k, v in flags.items() if v is not None})
     if resume:
         overrides["resume"] = True
@@ -282,6 +289,7 @@ def evaluate(
     max_tokens: Annotated[int, typer.Option(min=1, help="response cap per call")] = 96,
     seed: Annotated[int, typer.Option(help="sampling seeds derive from it")] = 0,
     output: Annotated[Path, typer.Option(help="folder for episodes.jsonl, report.json, traces.db")] = Path("runs/eval"),
+    store: StoreOption = None,
     continue_tokens: ContinueTokens = True,
     timeout: Annotated[float | None, typer.Option(
         min=1, help="seconds an episode may take, waiting for the model included (default: the app's own "
@@ -326,7 +334,8 @@ def evaluate(
                               ks=pass_k or [], concurrency=concurrency, max_examples=max_examples, split=split,
                               seed=seed, output=output, litellm_model=litellm_model, data=data_cfg,
                               reward=reward, reward_options=extra.get("reward_options"),
-                              reward_max=1.0 if reward_max is None else reward_max, continue_tokens=continue_tokens)
+                              reward_max=1.0 if reward_max is None else reward_max, continue_tokens=continue_tokens,
+                              store=store)
     _print_report(task, report, output)
     _fail_if_all_failed(task, report, output, agent)
     from tracerl.core.grading import check_grading

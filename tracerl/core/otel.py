@@ -36,7 +36,7 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from . import semconv as sc
 from .errors import ConfigError, MissingDependencyError
 from .ids import TimeOrderedIdGenerator
-from .store import SpanStore, StoreExporter, default_store_path, open_store
+from .store import SpanStore, StoreExporter, default_store_target, is_url, open_store
 
 log = logging.getLogger(__name__)
 TRACER_NAME = "tracerl"
@@ -58,12 +58,20 @@ def unregister_flush_hook(hook: Callable[[float], None]) -> None:
 
 
 class SessionSpanProcessor(SpanProcessor):
-    """Copy the session id from baggage onto each span as ``tracerl.session.id``."""
+    """Copy the session id and the run id from baggage onto each span, as ``tracerl.session.id``
+    and ``tracerl.run.id``."""
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        sid = baggage.get_baggage(sc.BAGGAGE_SESSION_KEY, parent_context)
-        if sid and not (span.attributes or {}).get(sc.SESSION_ID):
+        entries = baggage.get_all(parent_context)
+        if not entries:
+            return
+        attributes = span.attributes or {}
+        sid = entries.get(sc.BAGGAGE_SESSION_KEY)
+        if sid and not attributes.get(sc.SESSION_ID):
             span.set_attribute(sc.SESSION_ID, str(sid))
+        run = entries.get(sc.BAGGAGE_RUN_KEY)
+        if run and not attributes.get(sc.RUN_ID):
+            span.set_attribute(sc.RUN_ID, str(run))
 
 
 @dataclass
@@ -100,6 +108,10 @@ class Tracing:
         self.router.claim(keys, found)
         return found
 
+    def claim_for_otlp(self, keys: Sequence[str]) -> None:
+        """Write the spans of these sessions / traces to no store: they leave over OTLP only."""
+        self.router.claim(keys, None)
+
     def default_store(self) -> SpanStore | None:
         """The first shared store: where spans of sessions that claim none are read from."""
         return self.router.shared[0] if self.router.shared else None
@@ -120,7 +132,7 @@ class Tracing:
 
 
 def _key(path: str) -> str:
-    return path if path == ":memory:" else os.path.abspath(path)
+    return path if path == ":memory:" or is_url(path) else os.path.abspath(path)
 
 
 def _sdk_provider(provider: Any | None) -> TracerProvider:
@@ -170,7 +182,7 @@ def setup_tracing(
     ``store``: a :class:`SpanStore` or a path, written with every span no session claims;
     by default the store this provider already writes to (so ``setup_tracing(my_store,
     tracer_provider=p)`` then ``tracerl.instrument(..., tracer_provider=p)`` keeps writing to
-    ``my_store`` alone), else :func:`~.store.default_store_path`. ``use_store=False`` adds no
+    ``my_store`` alone), else :func:`~.store.default_store_target`. ``use_store=False`` adds no
     shared store (sessions that name their own still get theirs).
     ``otlp_endpoint``: also export to an OTLP/HTTP collector, e.g. ``http://127.0.0.1:4318``.
     Idempotent per provider and sink.
@@ -185,7 +197,7 @@ def setup_tracing(
             # of agents outruns one SQLite writer for a moment; a span is ~1-2 kB queued.
             _add(state, BatchSpanProcessor(state.router, max_queue_size=1 << 16))
         if use_store and not (store is None and state.router.shared):
-            chosen = state.store(store if store is not None else str(default_store_path()))
+            chosen = state.store(store if store is not None else default_store_target())
             if f"store:{chosen.path}" not in state.sinks:
                 state.router.shared.append(chosen)
                 state.sinks.add(f"store:{chosen.path}")

@@ -80,7 +80,9 @@ class RolloutSettings(BaseModel):
         "sequence number, and offered to the agent (config.sampling['seed']); the trainer sets one per "
         "rollout so that a seeded run samples the same tokens whatever the thread timing"
     )
-    store: str | None = Field(None, description="span store path (default $TRACERL_HOME/traces.db)")
+    store: str | None = Field(None, description="span store: a path or postgresql:// URL (default $TRACERL_STORE, "
+                              "else $TRACERL_HOME/traces.db)")
+    run_id: str | None = Field(None, description="the run these episodes belong to, on every span (tracerl.run.id)")
     otlp_endpoint: str | None = Field(None, description="also export spans to this OTLP/HTTP endpoint")
 
 
@@ -201,6 +203,7 @@ class Session:
         self.termination_reason: TerminationReason | None = None
         self.error: str | None = None
         self.traceback: str | None = None  # the agent's exception's, when it raised
+        self.otlp_only = False  # its spans leave over the tracing's OTLP exporter only (a rollout worker's)
 
     @property
     def base_url(self) -> str:
@@ -245,21 +248,43 @@ class Session:
         )
 
     def __enter__(self) -> Session:
-        # A fresh Context: each episode is its own trace even when called under an app span.
-        ctx = baggage.set_baggage(sc.BAGGAGE_SESSION_KEY, self.episode_id, context=Context())
+        ctx = self._baggage()
         attrs: dict[str, Any] = {**self.attributes, sc.SPAN_TYPE: "episode", sc.SESSION_ID: self.episode_id}
+        if self.settings.run_id:
+            attrs[sc.RUN_ID] = self.settings.run_id
         if self.task is not None:
             attrs[sc.TASK_ID] = self.task.id
             attrs[sc.TASK_JSON] = self.task.model_dump_json()
         self._span = self.tracing.tracer(__name__).start_span(
             "tracerl.episode", context=ctx, attributes=attrs
         )
+        trace_id = format(self._span.get_span_context().trace_id, "032x")
         if self.settings.store is not None:  # this episode's spans go to its store only
-            trace_id = format(self._span.get_span_context().trace_id, "032x")
             self.tracing.claim([self.episode_id, trace_id], self.settings.store)
+        elif self.otlp_only:
+            self.tracing.claim_for_otlp([self.episode_id, trace_id])
         self._ctx = ctx
         self._token = context.attach(trace.set_span_in_context(self._span, ctx))
         self._session_token = _current.set(self)
+        return self
+
+    def _baggage(self) -> Context:
+        # A fresh Context: each episode is its own trace even when called under an app span. The
+        # session and run ids ride in baggage, and SessionSpanProcessor puts them on every span.
+        ctx = baggage.set_baggage(sc.BAGGAGE_SESSION_KEY, self.episode_id, context=Context())
+        if self.settings.run_id:
+            ctx = baggage.set_baggage(sc.BAGGAGE_RUN_KEY, self.settings.run_id, context=ctx)
+        return ctx
+
+    def resume(self, trace_id: str, span_id: str) -> Session:
+        """This session, run in another process (a rollout worker), as seen here: its context
+        (baggage, and the episode span of that process as the parent) for what is recorded after
+        it, its grading; its spans go to this session's store."""
+        parent = trace.SpanContext(int(trace_id, 16), int(span_id, 16), is_remote=True,
+                                   trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED))
+        self._span, self._ctx = trace.NonRecordingSpan(parent), self._baggage()
+        if self.settings.store is not None:
+            self.tracing.claim([self.episode_id, trace_id], self.settings.store)
         return self
 
     def set_attribute(self, key: str, value: Any) -> None:
@@ -494,6 +519,20 @@ class RolloutFunction:
     def _timeout(self, settings: RolloutSettings | None) -> float | None:
         return settings.timeout_s if settings is not None and settings.timeout_s else self.timeout_s
 
+    def run_body(self, sess: Session, timeout: float | None) -> Any:
+        """The user's function on the open session ``sess``, within ``timeout``; an async one
+        runs to completion on an event loop of its own (this thread's)."""
+        config = sess.config()
+        if self.is_async:
+            coro = self.fn(sess.task, config)
+            return asyncio.run(asyncio.wait_for(coro, timeout) if timeout else coro)
+        if timeout is None:
+            return self.fn(sess.task, config)
+        # Run in a worker (with our OTel context) so we can stop waiting; the worker cannot be
+        # killed and finishes in the background.
+        ctx = contextvars.copy_context()
+        return _timed_pool().submit(ctx.run, self.fn, sess.task, config).result(timeout)
+
     def __call__(
         self, task: Any, settings: RolloutSettings | None = None, *,
         episode_id: str | None = None, tracing: Tracing | None = None, reward: Any = None,
@@ -510,17 +549,9 @@ class RolloutFunction:
         sess = self._session(task, settings, episode_id, tracing, attributes)
         returned: Episode | None = None
         graded = False
-        timeout = self._timeout(settings)
         try:
             with sess:
-                config = sess.config()
-                if timeout is None:
-                    result = self.fn(sess.task, config)
-                else:
-                    # Run in a worker (with our OTel context) so we can stop waiting; the
-                    # worker cannot be killed and finishes in the background.
-                    ctx = contextvars.copy_context()
-                    result = _timed_pool().submit(ctx.run, self.fn, sess.task, config).result(timeout)
+                result = self.run_body(sess, self._timeout(settings))
                 returned, graded = _finish(result, sess, grader)
         except Exception as exc:  # noqa: BLE001 - the trainer must survive any agent error
             self._report(sess.episode_id, exc)

@@ -38,6 +38,7 @@ from .types import Message, ToolCall
 # --- our attributes ---------------------------------------------------------------------
 
 SESSION_ID = "tracerl.session.id"
+RUN_ID = "tracerl.run.id"  # the training run (or evaluation) an episode belongs to: a shared store holds many
 SPAN_TYPE = "tracerl.span.type"  # "llm" | "reward" | "episode" | "grading"
 SOURCE = "tracerl.source"  # "gateway" on the gateway's span
 SEQUENCE = "tracerl.llm.sequence"
@@ -63,6 +64,7 @@ EPISODE_ERROR = "tracerl.episode.error"
 EPISODE_ARTIFACTS = "tracerl.episode.artifacts"  # JSON of what the agent returned
 EPISODE_KIND = "tracerl.episode.kind"  # "train" | "eval", set by the trainer and tracerl eval
 BAGGAGE_SESSION_KEY = "tracerl.session_id"
+BAGGAGE_RUN_KEY = "tracerl.run_id"
 
 # --- conventions we read ----------------------------------------------------------------
 

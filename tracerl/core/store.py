@@ -1,64 +1,51 @@
-"""The span store: SQLite in WAL mode, the embedded default sink for every span.
+"""The span store: where every span lands, and what the converter, the CLI and the dashboard read.
 
+Two backends run the same SQL: a SQLite file in WAL mode, the embedded default
+(:mod:`.store_sqlite`), and a PostgreSQL database that many gateways and trainers write at once
+(:mod:`.store_postgres`). :func:`open_store` picks one from a path or a ``postgresql://`` URL.
 ``BatchSpanProcessor(StoreExporter(store))`` is the whole hook-up for in-process spans; the
-gateway writes its token-level spans and OTLP-received spans to the same store. Several
-processes may write one file at once: WAL lets readers run beside one writer, writers wait
-on SQLite's lock (``busy_timeout``) and each batch is one transaction, so a batch is stored
-whole or not at all. A span already stored is never overwritten (a duplicate delivery is
-ignored and counted).
+gateway writes its token-level spans and OTLP-received spans to the same store. Each batch is
+one transaction, so a batch is stored whole or not at all, and a span already stored is never
+overwritten (a duplicate delivery is ignored and counted).
 
 Episodes are keyed by session id; a span without one belongs to the session of any other
 span in its trace (so third-party spans and orphans follow their trace), and a trace with no
 session at all is its own episode, keyed ``trace:<trace_id>``.
+
+A shared store holds many runs. An episode belongs to the run named by ``tracerl.run.id`` on
+any of its spans (the session stamps it on every span it starts; the gateway's spans follow
+their session), and :meth:`SpanStore.for_run` gives a view whose every query sees that run's
+episodes only.
 """
 
 from __future__ import annotations
 
 import collections
+import copy
 import json
 import logging
 import os
 import re
-import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from . import _json
 from .errors import MissingDependencyError, SpanDecodeError, StoreError
 from .spans import SpanRecord, dumps_jsonl, read_jsonl, session_of, span_record
+from .store_postgres import SCHEMES as POSTGRES_SCHEMES
+from .store_postgres import PostgresBackend, mask, without_password
+from .store_sqlite import SqliteBackend
 
 log = logging.getLogger(__name__)
 
 TRACE_SESSION_PREFIX = "trace:"
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS spans (
-    trace_id TEXT NOT NULL,
-    span_id TEXT NOT NULL,
-    parent_span_id TEXT,
-    session_id TEXT,
-    name TEXT NOT NULL,
-    start_ns INTEGER NOT NULL,
-    end_ns INTEGER NOT NULL,
-    is_llm INTEGER NOT NULL DEFAULT 0,
-    inserted_ns INTEGER NOT NULL,
-    record TEXT NOT NULL,
-    PRIMARY KEY (trace_id, span_id)
-);
-CREATE INDEX IF NOT EXISTS spans_session ON spans(session_id);
-CREATE INDEX IF NOT EXISTS spans_start ON spans(start_ns);
-CREATE TABLE IF NOT EXISTS trace_sessions (
-    trace_id TEXT PRIMARY KEY,
-    session_id TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS trace_sessions_session ON trace_sessions(session_id);
-"""
+STORE_ENV = "TRACERL_STORE"  # the span store every command uses when given none
 
 
 def tracerl_home() -> Path:
@@ -76,24 +63,63 @@ RUN_STORE = "traces.db"  # a run folder's span store
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):/")
 
 
-def open_store(target: str | os.PathLike[str] | None = None, *, read_only: bool = False) -> SpanStore:
-    """The span store ``target`` names: a SQLite file's path (None: :func:`default_store_path`).
-    Every part of tracerl opens its store here, so that another backend is one branch."""
-    return SpanStore(target, read_only=read_only)
+def default_store_target() -> str:
+    """``$TRACERL_STORE`` (a path or a URL), else :func:`default_store_path`."""
+    return os.environ.get(STORE_ENV) or str(default_store_path())
 
 
-def run_store(folder: str | os.PathLike[str], *, read_only: bool = False) -> SpanStore:
-    """A run folder's span store, ``FOLDER/traces.db``."""
+def is_url(target: str | os.PathLike[str]) -> bool:
+    return _URL.match(str(target)) is not None
+
+
+def open_store(target: str | os.PathLike[str] | None = None, *, read_only: bool = False,
+               run_id: str | None = None) -> SpanStore:
+    """The span store ``target`` names: a SQLite file's path or a ``postgresql://`` URL (None:
+    :func:`default_store_target`). ``run_id``: a view of that run's episodes only."""
+    target = str(target) if target is not None else default_store_target()
+    check_store_target(target)
+    store = PostgresStore(target, read_only=read_only) if is_url(target) else SpanStore(target, read_only=read_only)
+    return store.for_run(run_id) if run_id else store
+
+
+def run_store(folder: str | os.PathLike[str], *, read_only: bool = False, store: str | None = None,
+              run_id: str | None = None) -> SpanStore:
+    """A run's span store: ``store`` (a path or URL shared by many runs) seen through the run's
+    id, else the run folder's own ``FOLDER/traces.db``."""
+    if store is not None:
+        return open_store(reopen_target(store), read_only=read_only, run_id=run_id)
     return open_store(Path(folder) / RUN_STORE, read_only=read_only)
 
 
+def recorded(target: str | None) -> str | None:
+    """How a run folder records its store: a URL without its password."""
+    return without_password(target) if target is not None and is_url(target) else target
+
+
+def reopen_target(target: str) -> str:
+    """The store a run folder recorded, to open again: ``$TRACERL_STORE`` when that names the
+    same database (with the password the folder left out), else the recorded URL or path."""
+    env = os.environ.get(STORE_ENV)
+    return env if env and is_url(target) and without_password(env) == without_password(target) else target
+
+
+def shared_store(requested: str | None, earlier: str | None = None) -> str | None:
+    """The store shared by runs that a run writes, checked (None: its folder's own): the one
+    asked for, else the one it wrote before it was resumed, else ``$TRACERL_STORE``."""
+    store = requested or (reopen_target(earlier) if earlier else None) or os.environ.get(STORE_ENV) or None
+    if store is not None:
+        check_store_target(store)  # a URL of an unknown kind is one line, before a model loads
+    return store
+
+
 def check_store_target(target: str) -> None:
-    """Refuse a URL: the store is a SQLite file, and ``postgresql://host/db`` taken as a path
-    would quietly make a folder named ``postgresql:`` with a new, empty store in it."""
+    """Refuse a URL of a kind tracerl cannot open, before anything else starts: taken as a
+    path, ``mysql://host/db`` would quietly make a folder named ``mysql:`` with a new, empty
+    store in it."""
     found = _URL.match(target)
-    if found is not None:
-        raise StoreError(f"span store {target!r}: a {found[1]!r} URL is not a store tracerl can open; "
-                         "the span store is a SQLite file: pass its path")
+    if found is not None and found[1].lower() not in POSTGRES_SCHEMES:
+        raise StoreError(f"span store {mask(target)!r}: a {found[1]!r} URL is not a store tracerl can open; "
+                         "pass a SQLite file's path or a postgresql://user:password@host:port/database URL")
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,74 +131,93 @@ class SessionSummary:
     end_ns: int
 
 
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    run_id: str
+    episodes: int
+    spans: int
+    start_ns: int
+    end_ns: int
+
+
 # The episode a span belongs to: its session, else its trace's session, else its trace alone
 # (``s`` the spans table, ``ts`` trace_sessions LEFT JOINed on the trace id).
 _EPISODE = "COALESCE(s.session_id, ts.session_id, 'trace:' || s.trace_id)"
 _JOIN = "FROM spans s LEFT JOIN trace_sessions ts ON ts.trace_id = s.trace_id"
 
 
-def _open_read_only(path: str, busy_timeout_s: float) -> sqlite3.Connection:
-    if not Path(path).is_file():
-        raise StoreError(f"no span store at {path}")
-    from urllib.parse import quote
+class Backend(Protocol):
+    """What a backend gives the store: the SQL is the store's, in ``?`` placeholders."""
 
-    uri = f"file:{quote(str(Path(path).resolve()))}"
-    try:
-        # mode=ro reads a live WAL database (its -shm exists while a writer has it open);
-        # immutable=1 reads a closed one without creating a -shm beside it
-        mode = "mode=ro" if Path(path + "-shm").exists() else "immutable=1"
-        db = sqlite3.connect(f"{uri}?{mode}", uri=True, timeout=busy_timeout_s, check_same_thread=False)
-        db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-    except sqlite3.Error as exc:
-        raise StoreError(f"cannot read span store {path}: {exc} (is it a tracerl traces.db?)") from exc
-    return db
+    where: str  # the store named in messages (a password masked)
+    read_only: bool
+    Error: Any  # the backend's base exception class
+
+    def query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+
+    def write(self, steps: Sequence[tuple[str, Any, bool]]) -> list[int]: ...
+
+    def integrity(self) -> str: ...
+
+    def close(self) -> None: ...
+
+
+# A run's episodes: those a span of the run named (``session_runs``, filled as spans arrive).
+_IN_RUN = f"{_EPISODE} IN (SELECT session_id FROM session_runs WHERE run_id = ?)"
+_INSERT_SPANS = ("INSERT INTO spans (trace_id, span_id, parent_span_id, session_id, name, start_ns, end_ns,"
+                 " is_llm, inserted_ns, record) VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING")
+_INSERT_LINKS = "INSERT INTO trace_sessions (trace_id, session_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
+_INSERT_RUNS = "INSERT INTO session_runs (session_id, run_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
+
+
+def _text(value: str | None) -> str | None:
+    # PostgreSQL's text holds no NUL; the record column keeps the exact value (JSON escapes it)
+    return value.replace("\x00", "\ufffd") if value is not None and "\x00" in value else value
 
 
 class SpanStore:
-    """A SQLite file of spans. Thread-safe; safe to share between processes by path.
+    """A store of spans: a SQLite file here, a PostgreSQL database in :class:`PostgresStore`.
+    Thread-safe; safe to share between processes by path or URL.
 
     ``SpanStore()`` opens :func:`default_store_path`; ``SpanStore(":memory:")`` is private
-    to the process (tests, benchmarks).
+    to the process (tests, benchmarks). Open a path or a URL with :func:`open_store`.
     """
+
+    _backend: Backend
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, busy_timeout_s: float = 60.0,
                  read_only: bool = False):
         """``read_only``: open an existing file without writing to it or beside it (the
         dashboard's way: a run folder is never modified by looking at it)."""
         self.path = str(path) if path is not None else str(default_store_path())
-        check_store_target(self.path)
+        if is_url(self.path):
+            raise StoreError(f"SpanStore opens a SQLite file, not {self.where!r}: use open_store() for a URL")
+        self._start(SqliteBackend(self.path, busy_timeout_s=busy_timeout_s, read_only=read_only))
+
+    def _start(self, backend: Backend) -> None:
+        self._backend, self.read_only = backend, backend.read_only
         self._lock = threading.RLock()
-        self.read_only = read_only
         self.duplicates = 0
-        if read_only:
-            self._db = _open_read_only(self.path, busy_timeout_s)
-            return
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self.duplicates = 0
-        db: sqlite3.Connection | None = None
-        try:
-            db = self._db = sqlite3.connect(
-                self.path, timeout=busy_timeout_s, check_same_thread=False, isolation_level=None
-            )
-            db.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
-            if self.path != ":memory:":
-                db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            self._retry(lambda: db.executescript(_SCHEMA))
-        except sqlite3.Error as exc:
-            if db is not None:
-                db.close()
-            raise StoreError(
-                f"cannot open span store {self.path!r}: {exc}. Check the path is a writable file "
-                "(set TRACERL_HOME or pass --db to use another)"
-            ) from exc
+        self.run_id: str | None = None
+
+    def for_run(self, run_id: str) -> SpanStore:
+        """A view of this store that reads only run ``run_id``'s episodes (the same connection:
+        close one or the other, once)."""
+        view = copy.copy(self)
+        view.run_id = run_id
+        return view
+
+    @property
+    def where(self) -> str:
+        """The store as messages name it: its path, or its URL with the password masked."""
+        backend = getattr(self, "_backend", None)
+        return backend.where if backend is not None else mask(self.path)
 
     # -- lifecycle --------------------------------------------------------------------
 
     def close(self) -> None:
         with self._lock:
-            self._db.close()
+            self._backend.close()
 
     def __enter__(self) -> SpanStore:
         return self
@@ -181,68 +226,40 @@ class SpanStore:
         self.close()
 
     def __repr__(self) -> str:
-        return f"SpanStore({self.path!r})"
-
-    def _retry(self, fn: Any, attempts: int = 20) -> Any:
-        # busy_timeout covers most contention; a WAL checkpoint race can still surface
-        # SQLITE_BUSY immediately, so retry a few times with backoff.
-        for i in range(attempts):
-            try:
-                return fn()
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) and "busy" not in str(exc) or i == attempts - 1:
-                    raise
-                time.sleep(min(0.5, 0.01 * 2**i))
-        return None
+        scope = f", run_id={self.run_id!r}" if self.run_id else ""
+        return f"{type(self).__name__}({self.where!r}{scope})"
 
     # -- writing ----------------------------------------------------------------------
 
     def add(self, records: Iterable[SpanRecord]) -> int:
         """Store spans in one transaction; return how many were new (duplicates are ignored)."""
         if self.read_only:
-            raise StoreError(f"{self.path} was opened read-only")
-        from .semconv import is_llm_span
+            raise StoreError(f"{self.where} was opened read-only")
+        from .semconv import RUN_ID, is_llm_span
 
         now = time.time_ns()
         rows = []
         links: dict[str, str] = {}
+        runs: dict[str, str] = {}
         for r in records:
             sid = session_of(r.attributes)
             if sid:
                 links.setdefault(r.trace_id, sid)
-            rows.append((r.trace_id, r.span_id, r.parent_span_id, sid, r.name, r.start_ns, r.end_ns,
+            run = r.attributes.get(RUN_ID)
+            if run:
+                runs.setdefault(sid or links.get(r.trace_id) or TRACE_SESSION_PREFIX + r.trace_id, str(run))
+            rows.append((r.trace_id, r.span_id, r.parent_span_id, _text(sid), _text(r.name), r.start_ns, r.end_ns,
                          int(is_llm_span(r.attributes)), now, _json.dumps_exact(r.to_dict())))
         if not rows:
             return 0
-
-        def write() -> int:
-            cur = self._db.cursor()
-            try:
-                cur.execute("BEGIN IMMEDIATE")
-                before = self._db.total_changes
-                cur.executemany(
-                    "INSERT OR IGNORE INTO spans (trace_id, span_id, parent_span_id, session_id,"
-                    " name, start_ns, end_ns, is_llm, inserted_ns, record)"
-                    " VALUES (?,?,?,?,?,?,?,?,?,?)",
-                    rows,
-                )
-                inserted = self._db.total_changes - before
-                cur.executemany(
-                    "INSERT OR IGNORE INTO trace_sessions (trace_id, session_id) VALUES (?, ?)",
-                    links.items(),
-                )
-                cur.execute("COMMIT")
-                return inserted
-            except BaseException:
-                if self._db.in_transaction:
-                    cur.execute("ROLLBACK")
-                raise
-
+        steps = [(_INSERT_SPANS, rows, True), (_INSERT_LINKS, list(links.items()), True)]
+        if runs:
+            steps.append((_INSERT_RUNS, list(runs.items()), True))
         with self._lock:
             try:
-                inserted = self._retry(write)
-            except (sqlite3.Error, OverflowError) as exc:  # OverflowError: an int beyond int64
-                raise StoreError(f"writing {len(rows)} spans to {self.path!r} failed: {exc}") from exc
+                inserted = self._backend.write(steps)[0]
+            except (self._backend.Error, OverflowError) as exc:  # OverflowError: an int beyond int64
+                raise StoreError(f"writing {len(rows)} spans to {self.where!r} failed: {exc}") from exc
             self.duplicates += len(rows) - inserted  # under the lock: += is not atomic
         return inserted
 
@@ -251,9 +268,16 @@ class SpanStore:
     def _query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
             try:
-                return self._retry(lambda: self._db.execute(sql, args).fetchall())
-            except sqlite3.Error as exc:
-                raise StoreError(f"reading {self.path!r} failed: {exc}") from exc
+                return self._backend.query(sql, args)
+            except self._backend.Error as exc:
+                raise StoreError(f"reading {self.where!r} failed: {exc}") from exc
+
+    def _scoped(self, where: list[str], args: list[Any]) -> str:
+        """``FROM ...`` for a query with these conditions, this view's run added to them."""
+        if self.run_id is not None:
+            where.append(_IN_RUN)
+            args.append(self.run_id)
+        return _JOIN + (" WHERE " + " AND ".join(where) if where else "")
 
     @staticmethod
     def _records(rows: Iterable[tuple[Any, ...]]) -> list[SpanRecord]:
@@ -277,29 +301,26 @@ class SpanStore:
         args: list[Any] = []
         if session_id is not None:
             if session_id.startswith(TRACE_SESSION_PREFIX):
-                where.append("trace_id = ?")
+                where.append("s.trace_id = ?")
                 args.append(session_id[len(TRACE_SESSION_PREFIX):])
             else:
                 # Untagged spans follow their trace; spans tagged with another session
                 # in the same trace (many episodes under one caller span) stay out.
                 where.append(
-                    "(session_id = ? OR (session_id IS NULL AND trace_id IN"
+                    "(s.session_id = ? OR (s.session_id IS NULL AND s.trace_id IN"
                     " (SELECT trace_id FROM trace_sessions WHERE session_id = ?)))"
                 )
                 args += [session_id, session_id]
         if trace_id is not None:
-            where.append("trace_id = ?")
+            where.append("s.trace_id = ?")
             args.append(trace_id)
         if since_ns is not None:
-            where.append("start_ns >= ?")
+            where.append("s.start_ns >= ?")
             args.append(since_ns)
         if until_ns is not None:
-            where.append("start_ns < ?")
+            where.append("s.start_ns < ?")
             args.append(until_ns)
-        sql = "SELECT record FROM spans"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY start_ns, span_id"
+        sql = f"SELECT s.record {self._scoped(where, args)} ORDER BY s.start_ns, s.span_id"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         return self._records(self._query(sql, args))
@@ -308,8 +329,10 @@ class SpanStore:
         self, *, since_ns: int | None = None, until_ns: int | None = None, limit: int | None = None
     ) -> list[SessionSummary]:
         """One summary per episode (session, or session-less trace), newest first."""
-        sql = f"SELECT {_EPISODE} AS sid, COUNT(*), SUM(s.is_llm), MIN(s.start_ns), MAX(s.end_ns) {_JOIN} GROUP BY sid"
-        having, args = [], []
+        args: list[Any] = []
+        sql = (f"SELECT {_EPISODE} AS sid, COUNT(*), SUM(s.is_llm), MIN(s.start_ns), MAX(s.end_ns) "
+               f"{self._scoped([], args)} GROUP BY sid")
+        having = []
         if since_ns is not None:
             having.append("MIN(s.start_ns) >= ?")
             args.append(since_ns)
@@ -323,47 +346,60 @@ class SpanStore:
             sql += f" LIMIT {int(limit)}"
         return [SessionSummary(*row) for row in self._query(sql, args)]
 
+    def runs(self) -> list[RunSummary]:
+        """The runs this store holds episodes of, newest first (a shared store's many)."""
+        rows = self._query(
+            f"SELECT r.run_id, COUNT(DISTINCT {_EPISODE}), COUNT(*), MIN(s.start_ns), MAX(s.end_ns) {_JOIN}"
+            f" JOIN session_runs r ON r.session_id = {_EPISODE} GROUP BY r.run_id ORDER BY MIN(s.start_ns) DESC")
+        return [RunSummary(*row) for row in rows]
+
     def prune(self, *, before_ns: int | None = None, dry_run: bool = False) -> tuple[int, int]:
         """Delete whole episodes whose last span ended before ``before_ns`` (every episode when
-        None), in one transaction; returns (episodes, spans) deleted, or that would be."""
+        None; this view's run's only, in a view), in one transaction; returns (episodes, spans)
+        deleted, or that would be."""
         if self.read_only and not dry_run:
-            raise StoreError(f"{self.path} was opened read-only")
-        chosen = f"SELECT {_EPISODE} AS sid {_JOIN} GROUP BY sid" + (
-            " HAVING MAX(s.end_ns) < ?" if before_ns is not None else "")
-        args = [before_ns] if before_ns is not None else []
-        doomed = f"SELECT s.rowid {_JOIN} WHERE {_EPISODE} IN ({chosen})"
-        episodes = int(self._query(f"SELECT COUNT(*) FROM ({chosen})", args)[0][0])
-        spans = int(self._query(f"SELECT COUNT(*) FROM ({doomed})", args)[0][0])
+            raise StoreError(f"{self.where} was opened read-only")
+        args: list[Any] = []
+        chosen = f"SELECT {_EPISODE} AS sid {self._scoped([], args)} GROUP BY sid"
+        if before_ns is not None:
+            chosen += " HAVING MAX(s.end_ns) < ?"
+            args.append(before_ns)
+        doomed = f"SELECT s.trace_id, s.span_id {_JOIN} WHERE {_EPISODE} IN ({chosen})"
+        episodes = int(self._query(f"SELECT COUNT(*) FROM ({chosen}) AS c", args)[0][0])
+        spans = int(self._query(f"SELECT COUNT(*) FROM ({doomed}) AS d", args)[0][0])
         if dry_run or not spans:
             return episodes, spans
-
-        def delete() -> None:
-            with self._db:  # one transaction: all of it or nothing
-                self._db.execute("BEGIN IMMEDIATE")
-                self._db.execute(f"DELETE FROM spans WHERE rowid IN ({doomed})", args)
-                self._db.execute("DELETE FROM trace_sessions WHERE trace_id NOT IN (SELECT trace_id FROM spans)")
-
+        steps = [
+            (f"DELETE FROM spans WHERE (trace_id, span_id) IN ({doomed})", args, False),
+            ("DELETE FROM trace_sessions WHERE trace_id NOT IN (SELECT trace_id FROM spans)", (), False),
+            (f"DELETE FROM session_runs WHERE session_id NOT IN (SELECT {_EPISODE} {_JOIN})", (), False),
+        ]
         with self._lock:
             try:
-                self._retry(delete)
-            except sqlite3.Error as exc:
-                raise StoreError(f"pruning {self.path!r} failed, nothing was deleted: {exc}") from exc
+                self._backend.write(steps)
+            except self._backend.Error as exc:
+                raise StoreError(f"pruning {self.where!r} failed, nothing was deleted: {exc}") from exc
         return episodes, spans
 
     def spans_by_session(self) -> dict[str, list[SpanRecord]]:
         """Every span, by episode as :meth:`sessions` names them, in start order: one pass over
         the table (a run holds thousands of episodes; a query each would be slower)."""
         out: dict[str, list[SpanRecord]] = {}
-        for sid, record in self._query(f"SELECT {_EPISODE}, s.record {_JOIN} ORDER BY s.start_ns, s.span_id"):
+        args: list[Any] = []
+        sql = f"SELECT {_EPISODE}, s.record {self._scoped([], args)} ORDER BY s.start_ns, s.span_id"
+        for sid, record in self._query(sql, args):
             out.setdefault(sid, []).append(SpanRecord.from_dict(json.loads(record)))
         return out
 
     def count(self) -> int:
-        return int(self._query("SELECT COUNT(*) FROM spans")[0][0])
+        """How many spans (of this view's run, in a view)."""
+        args: list[Any] = []
+        return int(self._query(f"SELECT COUNT(*) {self._scoped([], args)}", args)[0][0])
 
     def check(self) -> str:
-        """SQLite's own integrity check: 'ok' when the file is sound."""
-        return str(self._query("PRAGMA integrity_check")[0][0])
+        """The backend's own integrity check: 'ok' when the store is sound."""
+        with self._lock:
+            return self._backend.integrity()
 
     # -- export / import --------------------------------------------------------------
 
@@ -423,6 +459,18 @@ class SpanStore:
         return self._import_lines("null" if r is None else r for r in column)
 
 
+class PostgresStore(SpanStore):
+    """The span store in a PostgreSQL database (``postgresql://user:password@host:port/db``),
+    which many gateways and trainers write at once; see :mod:`.store_postgres`."""
+
+    def __init__(self, url: str, *, read_only: bool = False, connect_timeout_s: float = 10.0,
+                 reconnect_s: float = 10.0):
+        """``reconnect_s``: how long an operation waits for a server that went away."""
+        self.path = url
+        self._start(PostgresBackend(url, read_only=read_only, connect_timeout_s=connect_timeout_s,
+                                    reconnect_s=reconnect_s))
+
+
 def _pyarrow() -> tuple[Any, Any]:
     try:
         import pyarrow as pa
@@ -430,6 +478,9 @@ def _pyarrow() -> tuple[Any, Any]:
     except ImportError as exc:
         raise MissingDependencyError("pyarrow", "parquet", "Parquet export/import") from exc
     return pa, pq
+
+
+_UNCLAIMED: Any = object()
 
 
 class StoreExporter(SpanExporter):
@@ -447,7 +498,7 @@ class StoreExporter(SpanExporter):
 
     def __init__(self, store: SpanStore | None = None):
         self.shared: list[SpanStore] = [store] if store is not None else []
-        self._claims: collections.OrderedDict[str, SpanStore] = collections.OrderedDict()
+        self._claims: collections.OrderedDict[str, SpanStore | None] = collections.OrderedDict()
         self._lock = threading.Lock()
 
     @property
@@ -455,8 +506,9 @@ class StoreExporter(SpanExporter):
         """The first shared store."""
         return self.shared[0] if self.shared else None
 
-    def claim(self, keys: Sequence[str], store: SpanStore) -> None:
-        """Send the spans of these session ids / trace ids to ``store`` only."""
+    def claim(self, keys: Sequence[str], store: SpanStore | None) -> None:
+        """Send the spans of these session ids / trace ids to ``store`` only (None: to no store,
+        only the provider's other exporters, as a rollout worker's go over OTLP alone)."""
         with self._lock:
             for key in keys:
                 self._claims[key] = store
@@ -470,15 +522,17 @@ class StoreExporter(SpanExporter):
             for span in spans:
                 record = span_record(span)
                 sid = record.session_id
-                owner = (self._claims.get(sid) if sid else None) or self._claims.get(record.trace_id)
-                for store in [owner] if owner is not None else self.shared:
+                key = sid if sid and sid in self._claims else record.trace_id
+                owner = self._claims.get(key, _UNCLAIMED)
+                targets = self.shared if owner is _UNCLAIMED else [] if owner is None else [owner]
+                for store in targets:
                     by_store.setdefault(id(store), (store, []))[1].append(record)
         result = SpanExportResult.SUCCESS
         for store, records in by_store.values():
             try:
                 store.add(records)
             except Exception:  # the SDK's worker thread must survive a full disk
-                log.exception("tracerl: could not write %d spans to %s", len(records), store.path)
+                log.exception("tracerl: could not write %d spans to %s", len(records), store.where)
                 result = SpanExportResult.FAILURE
         return result
 

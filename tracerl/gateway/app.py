@@ -34,7 +34,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tracerl.core import semconv as sc
-from tracerl.core.errors import SpanDecodeError
+from tracerl.core.errors import SpanDecodeError, StoreError
 from tracerl.core.spans import SpanRecord, decode_otlp
 from tracerl.core.store import SpanStore
 from tracerl.engines.base import Engine, Generation, tokenizer_fingerprint
@@ -531,6 +531,15 @@ def create_app(engine: Engine, store: SpanStore, *, api_key: str | None = None,
         where = ".".join(str(x) for x in first.get("loc", ()))
         err = p.APIError(400, f"invalid request: {where}: {first.get('msg')}", param=where or None)
         return json_response(error_body(err, request.url.path), 400)
+
+    @app.exception_handler(StoreError)
+    async def _store_down(request: Request, exc: StoreError) -> Response:
+        # Nothing was stored, so nothing is acknowledged: a 503 is what OTLP exporters and the
+        # OpenAI SDKs retry (a shared PostgreSQL restarting, say); the call's answer is withheld.
+        log.warning("span store failed on %s: %s", request.url.path, exc)
+        err = p.APIError(503, f"the span store is unavailable, nothing was recorded: {exc}", type="server_error",
+                         code="store_unavailable")
+        return json_response(error_body(err, request.url.path), 503, {"Retry-After": "1"})
 
     @app.exception_handler(Exception)
     async def _crash(request: Request, exc: Exception) -> Response:

@@ -84,8 +84,18 @@ class Run:
         """When the run last wrote metrics (epoch seconds)."""
         return max((float(r.get("time", 0)) for r in self.metrics), default=_mtime(self.path / "config.json"))
 
+    @property
+    def run_id(self) -> str | None:
+        """The id on the run's spans (runs before 0.3 had none)."""
+        value = self.config.get("run_id")
+        return str(value) if value else None
+
     def store(self) -> SpanStore | None:
-        """The run's span store, read-only (None when the run has none yet)."""
+        """The run's span store, read-only: the shared store it wrote (seen through its run id),
+        else its folder's traces.db (None when the run has none yet)."""
+        shared = self.config.get("store")
+        if shared:
+            return run_store(self.path, read_only=True, store=str(shared), run_id=self.run_id)
         return run_store(self.path, read_only=True) if (self.path / RUN_STORE).is_file() else None
 
 

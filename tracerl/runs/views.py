@@ -71,7 +71,7 @@ class RunView:
     def episodes(self) -> list[tuple[Episode, list[SpanRecord]]]:
         """Every episode with its spans, read again when the store changed."""
         with self._lock:
-            stamp = _stamp(self.path / "traces.db")
+            stamp = self._stamp()
             if stamp != self._store_stamp:
                 store = self.run.store()
                 items = []
@@ -83,6 +83,19 @@ class RunView:
                 self._episodes, self._store_stamp, self._scores = items, stamp, {}
                 self._index = {ep.id: i for i, (ep, _) in enumerate(items)}
             return self._episodes
+
+    def _stamp(self) -> tuple[int, ...]:
+        """What changes when the run's episodes do: its file's size and time, or in a store
+        shared by runs (no file of its own), how many spans the run has there."""
+        if not self.run.config.get("store"):
+            return _stamp(self.path / "traces.db")
+        store = self.run.store()
+        if store is None:
+            return (-1,)
+        try:
+            return (store.count(),)
+        finally:
+            store.close()
 
     def episode_rows(self, *, kind: str | None = None, step: int | None = None, task: str | None = None,
                      termination: str | None = None, agent: str | None = None, min_reward: float | None = None,

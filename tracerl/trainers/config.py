@@ -167,11 +167,23 @@ class TrainConfig(_Config):
         "needs algo rft"
     )
     output: Path = Field(Path("runs/train"), description="run folder: checkpoints, metrics, traces")
+    store: str | None = Field(
+        None, description="span store shared by runs: a SQLite path or postgresql://user:password@host:port/db "
+        "(default: $TRACERL_STORE, else the run folder's traces.db); the run's episodes are told apart by run_id")
+    run_id: str | None = Field(
+        None, description="the run's id on its spans (tracerl.run.id), by which a shared store tells runs apart "
+        "(default: the output folder's name and 8 random hex digits; --resume keeps the run's)")
     seed: int = Field(0, description="seeds task order, sampling seeds and torch")
     steps: int = Field(40, ge=1, description="training steps (one rollout batch + update each)")
     batch_size: int = Field(16, ge=1, description="tasks per step (episodes per step with from_traces)")
     group_size: int = Field(8, ge=1, description="rollouts per task (G)")
     concurrency: int = Field(32, ge=1, description="rollouts in flight at once")
+    rollout_workers: int = Field(
+        0, ge=0, description="run the rollout function in this many Ray worker processes instead of rank 0's "
+        "threads ([ray] extra; 0 = threads, no Ray); concurrency is then split among them")
+    ray_address: str | None = Field(
+        None, description="the Ray cluster for rollout_workers (HOST:PORT, or 'auto'); default: start one on this "
+        "machine for the run")
     async_staleness: int = Field(
         0, ge=0, le=8, description="0 = sync; k = roll out ahead while updating, data at most k versions old"
     )

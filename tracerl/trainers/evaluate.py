@@ -23,11 +23,11 @@ from typing import Any
 
 from tracerl.core.grading import accuracy_rule
 from tracerl.core.otel import Tracing
-from tracerl.core.rollout import RolloutFunction, RolloutSettings
+from tracerl.core.rollout import RolloutSettings
 from tracerl.core.types import Episode, Task
 
 from .metrics import is_correct, judged_by_reward_max, used_tools
-from .rollouts import rollout_seed, run_rollouts
+from .rollouts import Agent, rollout_seed, run_rollouts
 
 DEFAULT_TIMEOUT_S = 300.0  # an episode's limit when neither `tracerl eval --timeout` nor its app sets one
 EVAL_SEED = -1  # the rollout_seed "step" of evaluations, apart from every training step
@@ -99,7 +99,7 @@ def _mean_ci(values: list[float]) -> tuple[float, float]:
 
 
 def evaluate(
-    agent: RolloutFunction,
+    agent: Agent,
     tasks: Sequence[Task],
     settings: RolloutSettings,
     *,
@@ -130,12 +130,15 @@ def run_eval_command(
     ks: Sequence[int], concurrency: int, max_examples: int, split: str, seed: int, output: Path,
     litellm_model: str | None = None, data: Any = None, reward: str | None = None,
     reward_options: dict[str, Any] | None = None, reward_max: float = 1.0, continue_tokens: bool = True,
+    store: str | None = None,
 ) -> EvalReport:
     """``tracerl eval``: serve ``model`` in-process unless ``external``, evaluate, save episodes.
 
     ``data`` (a :class:`~tracerl.tasks.data.DataConfig`) evaluates the user's own tasks
     instead of ``task``: their held-out split when the config names one, else all rows.
-    ``reward`` grades what the agent returns (see ``TrainConfig.reward``).
+    ``reward`` grades what the agent returns (see ``TrainConfig.reward``). ``store``: a span store
+    shared by runs (default ``$TRACERL_STORE``, else ``output/traces.db``); the evaluation's
+    episodes carry a run id of their own, written to report.json.
 
     With ``litellm_model`` the in-process gateway forwards every call through LiteLLM to that
     model (``provider/model``, credentials from the provider's usual environment variables,
@@ -144,11 +147,12 @@ def run_eval_command(
     ids)."""
     from tracerl import tasks as registry
     from tracerl.core.otel import setup_tracing
-    from tracerl.core.store import run_store
+    from tracerl.core.store import run_store, shared_store
 
     from .model_path import resolve_model
     from .rollouts import load_agent, task_reward
 
+    store = shared_store(store)
     if model is not None:  # before anything is written: a typo'd path is one line, not a traceback
         model = resolve_model(model)
     spec = registry.from_data(data) if data is not None else registry.get(task)
@@ -161,10 +165,11 @@ def run_eval_command(
     # same ids would merge two runs' spans into one episode each
     tag = f"eval-{uuid.uuid4().hex[:8]}"
     output.mkdir(parents=True, exist_ok=True)
-    store = run_store(output)
-    settings = settings.model_copy(update={"store": store.path})
+    run_id = f"{output.name or 'eval'}-{tag}"
+    spans = run_store(output, store=store, run_id=run_id)
+    settings = settings.model_copy(update={"store": spans.path, "run_id": run_id})
     tracing = setup_tracing(use_store=False)  # the sessions name the store: it claims their spans
-    tracing.store(store)
+    tracing.store(spans)
     if external and not litellm_model:
         report = evaluate(fn, tasks, settings, tracing=tracing, n=n, ks=ks, seed=seed, concurrency=concurrency,
                           tag=tag, reward=grader, reward_max=reward_max, kind=kind)
@@ -173,7 +178,7 @@ def run_eval_command(
 
         engine = _eval_engine(settings, model, litellm_model, external)
         try:
-            with GatewayServer(engine, store, continue_tokens=continue_tokens) as gateway:
+            with GatewayServer(engine, spans, continue_tokens=continue_tokens) as gateway:
                 local = settings.model_copy(update={"gateway_url": gateway.url, "session_path": True,
                                                     "model": engine.model_name})
                 report = evaluate(fn, tasks, local, tracing=tracing, n=n, ks=ks, seed=seed, concurrency=concurrency,
@@ -186,7 +191,8 @@ def run_eval_command(
     summary = {"task": spec.name, "n": n, "accuracy": report.accuracy, "accuracy_ci95": report.accuracy_ci,
                "accuracy_rule": report.accuracy_rule or "is_correct", "judged_by_reward_max": report.judged_by_reward_max,
                "pass_at_k": {str(k): {"value": v, "ci95": c} for k, (v, c) in report.pass_at.items()},
-               "reward_mean": report.reward_mean, "tool_use": report.tool_use, "termination_reasons": report.reasons}
+               "reward_mean": report.reward_mean, "tool_use": report.tool_use, "termination_reasons": report.reasons,
+               "run_id": run_id, "store": spans.where}
     (output / "report.json").write_text(json.dumps(summary, indent=2))
     return report
 

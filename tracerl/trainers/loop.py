@@ -34,7 +34,7 @@ from tracerl.core.errors import ConfigError, GradingError, RolloutError
 from tracerl.core.grading import check_grading
 from tracerl.core.otel import Tracing, setup_tracing
 from tracerl.core.rollout import RolloutFunction, RolloutSettings
-from tracerl.core.store import SpanStore, run_store
+from tracerl.core.store import SpanStore, recorded, run_store, shared_store
 from tracerl.core.types import Episode, Task, TerminationReason, Trajectory
 from tracerl.runs.folder import write_status
 
@@ -57,7 +57,7 @@ from .rft import (
     select,
     sft_rows,
 )
-from .rollouts import load_agent, rollout_seed, run_rollouts, task_reward
+from .rollouts import Agent, load_agent, rollout_seed, run_rollouts, task_reward
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ class _Run:
     """What the loop holds for one run (built by :func:`_inputs` and :func:`load_policy`)."""
 
     cfg: TrainConfig
-    agent: RolloutFunction
+    agent: Agent  # the rollout function, or Ray workers running it (--rollout-workers)
     base: str  # the model training started from
     store: SpanStore
     tracing: Tracing
@@ -134,9 +134,10 @@ def train(cfg: TrainConfig, *, agent: RolloutFunction | None = None, tracing: Tr
     result = TrainResult(cfg.output, None, None, start_step=policy.step, resumed_from=policy.resumed_from)
     write_status(cfg.output, "running")
     try:
-        with serving.serve(cfg, base, run.store) as (gateway_url, engine):
+        with serving.serve(cfg, base, run.store) as (gateway_url, engine), _rollout_workers(run, gateway_url):
             engine.update_weights(policy.weights(), run.version)  # resumed or adapted weights
-            settings = cfg.rollout.model_copy(update={"gateway_url": gateway_url, "store": run.store.path})
+            settings = cfg.rollout.model_copy(update={"gateway_url": gateway_url, "store": run.store.path,
+                                                      "run_id": cfg.run_id})
             if run.reward is not None and not cfg.from_traces:
                 _preflight(run, settings)
             if policy.step == 0 and run.eval_tasks:
@@ -150,6 +151,8 @@ def train(cfg: TrainConfig, *, agent: RolloutFunction | None = None, tracing: Tr
                 serving.sleep(engine, cfg)  # a colocated vLLM frees the GPU for the update
                 metrics = _offline_step(run, step) if cfg.from_traces else _train_step(run, episodes, rollout_s)
                 metrics.update(_engine_batches(run, engine))
+                if not isinstance(run.agent, RolloutFunction):  # episodes whose worker died or hung
+                    metrics["rollout/worker_lost"] = float(run.agent.take_lost())
                 _push_weights(run, engine)
                 producer.updated(step)
                 if run.eval_tasks and cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step + 1 < cfg.steps:
@@ -184,6 +187,29 @@ def train(cfg: TrainConfig, *, agent: RolloutFunction | None = None, tracing: Tr
     run.tracing.release(run.store)
     write_status(cfg.output, "finished")
     return result
+
+
+@contextlib.contextmanager
+def _rollout_workers(run: _Run, gateway_url: str) -> Iterator[None]:
+    """--rollout-workers N: the run's rollouts (evaluations too) in Ray workers, not threads."""
+    cfg = run.cfg
+    if not cfg.rollout_workers:
+        yield
+        return
+    if run.agent_spec == "module:fn":
+        raise ConfigError("--rollout-workers: the workers import the agent, so name it as --agent module:fn or "
+                          "path/file.py:fn rather than passing a function to train()")
+    from .ray_rollouts import RayAgent
+
+    local = run.agent
+    workers = run.agent = RayAgent(run.agent_spec, cfg.rollout_workers, gateway_url=gateway_url, store=run.store,
+                                   concurrency=cfg.concurrency, address=cfg.ray_address,
+                                   timeout_s=cfg.rollout.timeout_s)
+    try:
+        yield
+    finally:
+        run.agent = local
+        workers.close()
 
 
 def _earlier_accuracy(output: Path) -> float | None:
@@ -221,17 +247,31 @@ def _prepare(cfg: TrainConfig, device: str | None, group: distributed.Group
         raise ConfigError(f"{cfg.output} holds a previous run's checkpoints; pass --resume to continue it, "
                           "or choose another --output (nothing there was changed)")
     found = checkpoint.latest(cfg.output / "checkpoints") if cfg.resume else None
+    cfg = _identity(cfg)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     serving.check(cfg, device)
     cfg = cfg.model_copy(update={"precision": precision.resolve(cfg.precision, device)})  # recorded as run
     if group.main:
         cfg.output.mkdir(parents=True, exist_ok=True)
-        (cfg.output / "config.json").write_text(cfg.model_dump_json(indent=2))
+        # no password on disk: a resumed run or the dashboard finds it in $TRACERL_STORE or libpq's own
+        (cfg.output / "config.json").write_text(cfg.model_copy(update={"store": recorded(cfg.store)}).model_dump_json(indent=2))
         if cfg.code_diff:
             write_code_diff(cfg.output)
         if cfg.resume and found is None:
             log.warning("--resume: no checkpoint in %s, starting from step 0", cfg.output)
     return cfg, base, found, device
+
+
+def _identity(cfg: TrainConfig) -> TrainConfig:
+    """The run's id and span store, recorded in config.json: a resumed run keeps both (its
+    episodes in a shared store stay one run), a new one gets a fresh id."""
+    before: dict[str, Any] = {}
+    if cfg.resume and (cfg.output / "config.json").is_file():
+        with contextlib.suppress(OSError, ValueError):
+            before = json.loads((cfg.output / "config.json").read_text())
+    store = shared_store(cfg.store, before.get("store"))
+    run_id = cfg.run_id or before.get("run_id") or f"{cfg.output.name or 'run'}-{uuid.uuid4().hex[:8]}"
+    return cfg.model_copy(update={"store": store, "run_id": run_id})
 
 
 def _inputs(cfg: TrainConfig, agent: RolloutFunction | None, tracing: Tracing | None, base: str) -> _Run:
@@ -242,7 +282,7 @@ def _inputs(cfg: TrainConfig, agent: RolloutFunction | None, tracing: Tracing | 
     agent_spec = cfg.agent or (spec.default_agent if agent is None else "module:fn")
     agent = agent or load_agent(agent_spec)
     reward = task_reward(cfg.reward, cfg.reward_options, spec)
-    store = run_store(cfg.output)
+    store = run_store(cfg.output, store=cfg.store, run_id=cfg.run_id)
     # The run's sessions name its store, which claims their spans (every rollout's, the
     # adapters' included): none go to the app's shared store, and the run's holds nothing else.
     tracing = setup_tracing(use_store=False, tracer_provider=tracing.provider if tracing else None)

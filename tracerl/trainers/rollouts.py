@@ -11,7 +11,7 @@ import asyncio
 import concurrent.futures
 import hashlib
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from tracerl.core.errors import ConfigError
 from tracerl.core.imports import load_callable
@@ -19,6 +19,22 @@ from tracerl.core.otel import Tracing
 from tracerl.core.rollout import RolloutFunction, RolloutSettings, rollout
 from tracerl.core.semconv import EPISODE_KIND
 from tracerl.core.types import Episode, Task, TerminationReason
+
+
+class RemoteRollouts(Protocol):
+    """Rollouts that run elsewhere and come back as episodes (Ray workers: .ray_rollouts)."""
+
+    quiet: bool
+
+    def run_many(self, jobs: Sequence[tuple[Task, str, RolloutSettings]], tracing: Tracing, reward: Any,
+                 kind: str) -> list[Episode]: ...
+
+    def take_lost(self) -> int:
+        """Episodes lost to workers that died or hung since the last call."""
+        ...
+
+
+Agent = RolloutFunction | RemoteRollouts
 
 
 def load_agent(spec: str) -> RolloutFunction:
@@ -48,7 +64,7 @@ def rollout_seed(seed: int, *parts: int) -> int:
 
 
 def run_rollouts(
-    agent: RolloutFunction,
+    agent: Agent,
     jobs: Sequence[tuple[Task, str, RolloutSettings]],
     *,
     tracing: Tracing,
@@ -58,7 +74,10 @@ def run_rollouts(
 ) -> list[Episode]:
     """Run ``(task, episode_id, settings)`` jobs, ``concurrency`` at a time; episodes in job
     order, each graded by ``reward`` when given (see tracerl.core.grading). ``kind`` marks
-    their episode spans (``tracerl.episode.kind``): ``eval`` episodes are never trained on."""
+    their episode spans (``tracerl.episode.kind``): ``eval`` episodes are never trained on.
+    An agent that runs elsewhere (:class:`~.ray_rollouts.RayAgent`) runs them itself."""
+    if not isinstance(agent, RolloutFunction):
+        return agent.run_many(jobs, tracing, reward, kind)
     if agent.is_async:
         return asyncio.run(_run_async(agent, jobs, tracing, concurrency, reward, kind))
     pool = concurrent.futures.ThreadPoolExecutor(concurrency, thread_name_prefix="tracerl-agent")

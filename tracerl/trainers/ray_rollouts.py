@@ -1,0 +1,193 @@
+"""Rollouts on a Ray cluster: the user's rollout function in Ray actors instead of rank 0's threads.
+
+Ray only places and supervises the agent processes (``--rollout-workers N [--ray-address ADDR]``,
+the ``[ray]`` extra); one machine needs no Ray. Each worker is an actor that imports the agent by
+its spec and runs episodes with :func:`tracerl.core.remote.run_here`, several at once in its
+threads: its LLM calls reach the gateway over HTTP by the episode's session URL, its framework
+spans go over OTLP to the gateway's ``/v1/traces``. Rank 0 assembles each episode from its store
+and grades it (:func:`tracerl.core.remote.assemble`), so an episode is the same whichever process
+ran it.
+
+What a worker's failure costs:
+
+* a worker that dies (its process exits, its node goes): the episodes it held, marked ``error``
+  and counted (``rollout/worker_lost``); one that had made no LLM call yet is run again once, on
+  another worker. Ray restarts the actor for the next episodes.
+* a worker that hangs past the episode timeout (plus a grace): killed and restarted; its
+  episodes are marked ``timeout``.
+
+The step always completes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tracerl.core import semconv as sc
+from tracerl.core.errors import ConfigError, MissingDependencyError
+from tracerl.core.grading import Grader
+from tracerl.core.otel import Tracing
+from tracerl.core.remote import RemoteEpisode, assemble, lost
+from tracerl.core.rollout import RolloutSettings
+from tracerl.core.store import SpanStore
+from tracerl.core.types import Episode, Task, TerminationReason
+
+log = logging.getLogger(__name__)
+GRACE_S = 30.0  # past an episode's own timeout, before its worker counts as hung
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:
+        raise MissingDependencyError("ray", "ray", "--rollout-workers") from exc
+    return ray
+
+
+class _Worker:
+    """A Ray actor: the agent, and tracing that sends its spans to the gateway only."""
+
+    def __init__(self, spec: str, otlp_endpoint: str):
+        from tracerl.core.otel import setup_tracing
+        from tracerl.core.remote import SpanCounter
+
+        from .rollouts import load_agent
+
+        self.agent = load_agent(spec)  # its adapter line runs here, on this process's provider
+        self.tracing = setup_tracing(use_store=False, otlp_endpoint=otlp_endpoint)
+        self.counter = SpanCounter()
+        self.tracing.provider.add_span_processor(self.counter)  # after SessionSpanProcessor: sees the id
+
+    def run(self, task: Task, settings: RolloutSettings, episode_id: str, kind: str, graded: bool) -> RemoteEpisode:
+        from tracerl.core.remote import run_here
+
+        return run_here(self.agent, task, settings, episode_id, self.tracing, self.counter, graded=graded,
+                        attributes={sc.EPISODE_KIND: kind})
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+@dataclass
+class _Job:
+    index: int
+    task: Task
+    episode_id: str
+    settings: RolloutSettings
+    worker: int
+    started: float
+    attempt: int = 0
+    killed: bool = False  # its worker was killed for hanging on it
+
+
+class RayAgent:
+    """Stands in for the rollout function where the trainer runs rollouts (``run_rollouts``):
+    the same jobs, run on ``workers`` Ray actors; episodes come back assembled and graded."""
+
+    is_async = False
+
+    def __init__(self, spec: str, workers: int, *, gateway_url: str, store: SpanStore, concurrency: int,
+                 address: str | None = None, timeout_s: float | None = None):
+        if address is None and "ray" not in sys.modules:
+            # A cluster of this machine for this run listens on 127.0.0.1 only: Ray reads this at
+            # import, and by default it binds every interface (its "multi-node" mode).
+            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        ray = _ray()
+        self._owns_ray = not ray.is_initialized()
+        if self._owns_ray:
+            if address is None:  # a cluster of this machine, for this run
+                ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False,
+                         object_store_memory=100 * 2**20)
+            else:
+                ray.init(address=address, log_to_driver=False)
+        self.spec, self.store, self.timeout_s = spec, store, timeout_s
+        per_worker = max(1, -(-concurrency // workers))  # each actor's threads: episodes at once
+        actor = ray.remote(_Worker).options(max_restarts=-1, max_task_retries=0, max_concurrency=per_worker)
+        self.workers = [actor.remote(spec, f"{gateway_url.rstrip('/')}/v1/traces") for _ in range(workers)]
+        try:  # every worker up (its agent imported) before the first step: an import error is one line now
+            ray.get([w.pid.remote() for w in self.workers], timeout=300)
+        except ray.exceptions.RayActorError as exc:
+            raise ConfigError(f"--rollout-workers: a Ray worker could not start the agent {spec}: "
+                              f"{str(exc).strip().splitlines()[-1][:500]}") from exc
+        self.quiet = False
+        self.lost = 0  # episodes lost to dead or hung workers, since the last look (see take_lost)
+
+    def close(self) -> None:
+        ray = _ray()
+        for w in self.workers:
+            ray.kill(w)
+        if self._owns_ray and ray.is_initialized():
+            ray.shutdown()
+
+    def take_lost(self) -> int:
+        lost_now, self.lost = self.lost, 0
+        return lost_now
+
+    def run_many(self, jobs: Sequence[tuple[Task, str, RolloutSettings]], tracing: Tracing, reward: Any,
+                 kind: str) -> list[Episode]:
+        ray = _ray()
+        grader = Grader.of(reward) if reward is not None else None
+        pending: dict[Any, _Job] = {}
+        out: list[Episode | None] = [None] * len(jobs)
+        for i, (task, eid, settings) in enumerate(jobs):
+            self._submit(pending, _Job(i, task, eid, settings, i % len(self.workers), 0.0), grader is not None, kind)
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+            for ref in ready:
+                job = pending.pop(ref)
+                try:
+                    report = ray.get(ref)
+                except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError,
+                        ray.exceptions.TaskCancelledError) as exc:
+                    self._failed(pending, out, job, exc, grader is not None, kind)
+                    continue
+                out[job.index] = assemble(report, job.task, job.settings, tracing, self.store, grader, kind=kind)
+            self._kill_hung(pending)
+        return [ep for ep in out if ep is not None]
+
+    def _submit(self, pending: dict[Any, _Job], job: _Job, graded: bool, kind: str) -> None:
+        settings = job.settings.model_copy(update={"store": None})  # the worker's spans leave over OTLP
+        job.started = time.monotonic()
+        ref = self.workers[job.worker].run.remote(job.task, settings, job.episode_id, kind, graded)
+        pending[ref] = job
+
+    def _failed(self, pending: dict[Any, _Job], out: list[Episode | None], job: _Job, exc: BaseException,
+                graded: bool, kind: str) -> None:
+        """A job whose worker died or was killed: run again once where it made no LLM call yet."""
+        hung = job.killed
+        if job.attempt == 0 and not hung and not self._called(job.episode_id):
+            job.attempt, job.worker = 1, (job.worker + 1) % len(self.workers)
+            self._submit(pending, job, graded, kind)
+            return
+        self.lost += 1
+        why = "hung past its timeout and was killed" if hung else "died"
+        if not self.quiet:
+            log.warning("episode %s: its rollout worker %s (%s); the episode is dropped from the step",
+                        job.episode_id, why, type(exc).__name__)
+        episode = lost(job.task, job.episode_id, f"rollout worker {why}: {type(exc).__name__}", kind)
+        if hung:
+            episode.termination_reason = TerminationReason.TIMEOUT
+        out[job.index] = episode
+
+    def _called(self, episode_id: str) -> bool:
+        """Whether the episode made an LLM call (the gateway stores its span before it answers)."""
+        return any(r.attributes.get(sc.SOURCE) == "gateway" for r in self.store.spans(session_id=episode_id))
+
+    def _limit(self) -> float:
+        return (self.timeout_s or 300.0) + GRACE_S
+
+    def _kill_hung(self, pending: dict[Any, _Job]) -> None:
+        ray = _ray()
+        now = time.monotonic()
+        hung = [job for job in pending.values() if not job.killed and now - job.started > self._limit()]
+        for worker in {job.worker for job in hung}:
+            log.warning("rollout worker %d: an episode ran past %.0f s; restarting the worker", worker, self._limit())
+            ray.kill(self.workers[worker], no_restart=False)  # its calls fail; Ray starts it again
+        for job in hung:
+            job.killed = True
