@@ -33,8 +33,8 @@ def _train(out: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
             "--steps", str(STEPS), "--eval-size", str(EVAL), "--batch-size", str(BATCH), "--group-size", str(GROUP),
             "--set", "eval_every=0", "--set", "tensorboard=false", "--set", "rollout.max_tokens=16", "--threads", "1",
             "--quiet"]
-    log = open(out.parent / f"{out.name}.log", "wb")  # a file, not a pipe: a full pipe would block the run
-    return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+    with open(out.parent / f"{out.name}.log", "wb") as log:  # a file, not a pipe: a full pipe would block the run
+        return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
 @pytest.mark.slow
