@@ -28,38 +28,13 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from .errors import MissingDependencyError, StoreError
+from .store_sqlite import schema
 
 T = TypeVar("T")
 
 SCHEMES = ("postgresql", "postgres")
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS spans (
-    trace_id TEXT NOT NULL,
-    span_id TEXT NOT NULL,
-    parent_span_id TEXT,
-    session_id TEXT,
-    name TEXT NOT NULL,
-    start_ns BIGINT NOT NULL,
-    end_ns BIGINT NOT NULL,
-    is_llm INTEGER NOT NULL DEFAULT 0,
-    inserted_ns BIGINT NOT NULL,
-    record TEXT NOT NULL,
-    PRIMARY KEY (trace_id, span_id)
-);
-CREATE INDEX IF NOT EXISTS spans_session ON spans(session_id);
-CREATE INDEX IF NOT EXISTS spans_start ON spans(start_ns);
-CREATE TABLE IF NOT EXISTS trace_sessions (
-    trace_id TEXT PRIMARY KEY,
-    session_id TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS trace_sessions_session ON trace_sessions(session_id);
-CREATE TABLE IF NOT EXISTS session_runs (
-    session_id TEXT PRIMARY KEY,
-    run_id TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS session_runs_run ON session_runs(run_id);
-"""
+SCHEMA = schema("BIGINT")
 # CREATE TABLE IF NOT EXISTS is not safe against itself in two sessions at once (both may
 # pass the check and one then fails on the catalog); a transaction-scoped lock orders them.
 _SCHEMA_LOCK = 0x7472_6163_6572_6C  # "tracerl"

@@ -19,17 +19,20 @@ from .errors import StoreError
 
 T = TypeVar("T")
 
-SCHEMA = """
+def schema(int64: str) -> str:
+    """The tables and indexes, with ``int64`` the backend's 64-bit integer type (SQLite's
+    INTEGER is 64-bit; PostgreSQL's is 32-bit, its BIGINT 64)."""
+    return f"""
 CREATE TABLE IF NOT EXISTS spans (
     trace_id TEXT NOT NULL,
     span_id TEXT NOT NULL,
     parent_span_id TEXT,
     session_id TEXT,
     name TEXT NOT NULL,
-    start_ns INTEGER NOT NULL,
-    end_ns INTEGER NOT NULL,
+    start_ns {int64} NOT NULL,
+    end_ns {int64} NOT NULL,
     is_llm INTEGER NOT NULL DEFAULT 0,
-    inserted_ns INTEGER NOT NULL,
+    inserted_ns {int64} NOT NULL,
     record TEXT NOT NULL,
     PRIMARY KEY (trace_id, span_id)
 );
@@ -46,6 +49,9 @@ CREATE TABLE IF NOT EXISTS session_runs (
 );
 CREATE INDEX IF NOT EXISTS session_runs_run ON session_runs(run_id);
 """
+
+
+SCHEMA = schema("INTEGER")
 
 
 def _open_read_only(path: str, busy_timeout_s: float) -> sqlite3.Connection:
