@@ -69,6 +69,7 @@ class RemoteEpisode:
     artifacts: dict[str, Any] | None = None
     graded: bool = False  # what the agent returned waits for the run's reward function
     episode: dict[str, Any] | None = None  # a whole Episode the agent built itself
+    node: str | None = None  # the Ray node that ran it
 
 
 def run_here(agent: RolloutFunction, task: Task, settings: RolloutSettings, episode_id: str, tracing: Tracing,
@@ -130,6 +131,11 @@ def assemble(report: RemoteEpisode, task: Task, settings: RolloutSettings, traci
     return grade(sess, episode, grader)
 
 
-def lost(task: Task, episode_id: str, why: str, kind: str) -> Episode:
-    """An episode whose worker died or hung: kept, marked, never trained on."""
-    return Episode(id=episode_id, task=task, termination_reason=TerminationReason.ERROR, error=why, kind=kind)
+def lost(task: Task, episode_id: str, why: str, kind: str, tracing: Tracing, settings: RolloutSettings,
+         reason: TerminationReason = TerminationReason.ERROR) -> Episode:
+    """An episode whose worker died or hung: kept, marked, never trained on. Its episode span is
+    recorded here (the worker's never ended), so the store, ``diagnose`` and the dashboard show
+    it ended so, beside the LLM calls it made before."""
+    with Session(episode_id, task, settings=settings, tracing=tracing, attributes={sc.EPISODE_KIND: kind}) as sess:
+        sess.end(reason, why)
+    return Episode(id=episode_id, task=task, termination_reason=reason, error=why, kind=kind)

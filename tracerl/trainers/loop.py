@@ -151,8 +151,8 @@ def train(cfg: TrainConfig, *, agent: RolloutFunction | None = None, tracing: Tr
                 serving.sleep(engine, cfg)  # a colocated vLLM frees the GPU for the update
                 metrics = _offline_step(run, step) if cfg.from_traces else _train_step(run, episodes, rollout_s)
                 metrics.update(_engine_batches(run, engine))
-                if not isinstance(run.agent, RolloutFunction):  # episodes whose worker died or hung
-                    metrics["rollout/worker_lost"] = float(run.agent.take_lost())
+                if not isinstance(run.agent, RolloutFunction):  # episodes whose worker died or hung, nodes used
+                    metrics.update(run.agent.take_metrics())
                 _push_weights(run, engine)
                 producer.updated(step)
                 if run.eval_tasks and cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step + 1 < cfg.steps:

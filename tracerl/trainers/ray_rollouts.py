@@ -65,10 +65,14 @@ class _Worker:
         self.tracing.provider.add_span_processor(self.counter)  # after SessionSpanProcessor: sees the id
 
     def run(self, task: Task, settings: RolloutSettings, episode_id: str, kind: str, graded: bool) -> RemoteEpisode:
+        import ray
+
         from tracerl.core.remote import run_here
 
-        return run_here(self.agent, task, settings, episode_id, self.tracing, self.counter, graded=graded,
-                        attributes={sc.EPISODE_KIND: kind})
+        report = run_here(self.agent, task, settings, episode_id, self.tracing, self.counter, graded=graded,
+                          attributes={sc.EPISODE_KIND: kind})
+        report.node = ray.get_runtime_context().get_node_id()
+        return report
 
     def pid(self) -> int:
         return os.getpid()
@@ -108,7 +112,10 @@ class RayAgent:
                 ray.init(address=address, log_to_driver=False)
         self.spec, self.store, self.timeout_s = spec, store, timeout_s
         per_worker = max(1, -(-concurrency // workers))  # each actor's threads: episodes at once
-        actor = ray.remote(_Worker).options(max_restarts=-1, max_task_retries=0, max_concurrency=per_worker)
+        # A CPU each, held while it lives (an agent process keeps one busy), and SPREAD: the workers
+        # over as many of the cluster's nodes as it has, not packed on the first
+        actor = ray.remote(_Worker).options(max_restarts=-1, max_task_retries=0, max_concurrency=per_worker,
+                                            num_cpus=1, scheduling_strategy="SPREAD")
         self.workers = [actor.remote(spec, f"{gateway_url.rstrip('/')}/v1/traces") for _ in range(workers)]
         try:  # every worker up (its agent imported) before the first step: an import error is one line now
             ray.get([w.pid.remote() for w in self.workers], timeout=300)
@@ -116,7 +123,8 @@ class RayAgent:
             raise ConfigError(f"--rollout-workers: a Ray worker could not start the agent {spec}: "
                               f"{str(exc).strip().splitlines()[-1][:500]}") from exc
         self.quiet = False
-        self.lost = 0  # episodes lost to dead or hung workers, since the last look (see take_lost)
+        self.lost = 0  # episodes lost to dead or hung workers, since the last look (see take_metrics)
+        self.nodes: set[str] = set()  # the Ray nodes that ran an episode, since the last look
 
     def close(self) -> None:
         ray = _ray()
@@ -125,9 +133,10 @@ class RayAgent:
         if self._owns_ray and ray.is_initialized():
             ray.shutdown()
 
-    def take_lost(self) -> int:
-        lost_now, self.lost = self.lost, 0
-        return lost_now
+    def take_metrics(self) -> dict[str, float]:
+        metrics = {"rollout/worker_lost": float(self.lost), "rollout/worker_nodes": float(len(self.nodes))}
+        self.lost, self.nodes = 0, set()
+        return metrics
 
     def run_many(self, jobs: Sequence[tuple[Task, str, RolloutSettings]], tracing: Tracing, reward: Any,
                  kind: str) -> list[Episode]:
@@ -145,8 +154,10 @@ class RayAgent:
                     report = ray.get(ref)
                 except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError,
                         ray.exceptions.TaskCancelledError) as exc:
-                    self._failed(pending, out, job, exc, grader is not None, kind)
+                    self._failed(pending, out, job, exc, tracing, grader is not None, kind)
                     continue
+                if report.node:
+                    self.nodes.add(report.node)
                 out[job.index] = assemble(report, job.task, job.settings, tracing, self.store, grader, kind=kind)
             self._kill_hung(pending)
         return [ep for ep in out if ep is not None]
@@ -158,7 +169,7 @@ class RayAgent:
         pending[ref] = job
 
     def _failed(self, pending: dict[Any, _Job], out: list[Episode | None], job: _Job, exc: BaseException,
-                graded: bool, kind: str) -> None:
+                tracing: Tracing, graded: bool, kind: str) -> None:
         """A job whose worker died or was killed: run again once where it made no LLM call yet."""
         hung = job.killed
         if job.attempt == 0 and not hung and not self._called(job.episode_id):
@@ -170,10 +181,9 @@ class RayAgent:
         if not self.quiet:
             log.warning("episode %s: its rollout worker %s (%s); the episode is dropped from the step",
                         job.episode_id, why, type(exc).__name__)
-        episode = lost(job.task, job.episode_id, f"rollout worker {why}: {type(exc).__name__}", kind)
-        if hung:
-            episode.termination_reason = TerminationReason.TIMEOUT
-        out[job.index] = episode
+        out[job.index] = lost(job.task, job.episode_id, f"rollout worker {why}: {type(exc).__name__}", kind,
+                              tracing, job.settings,
+                              TerminationReason.TIMEOUT if hung else TerminationReason.ERROR)
 
     def _called(self, episode_id: str) -> bool:
         """Whether the episode made an LLM call (the gateway stores its span before it answers)."""

@@ -29,8 +29,9 @@ class RemoteRollouts(Protocol):
     def run_many(self, jobs: Sequence[tuple[Task, str, RolloutSettings]], tracing: Tracing, reward: Any,
                  kind: str) -> list[Episode]: ...
 
-    def take_lost(self) -> int:
-        """Episodes lost to workers that died or hung since the last call."""
+    def take_metrics(self) -> dict[str, float]:
+        """Since the last call: ``rollout/worker_lost``, episodes lost to workers that died or
+        hung; ``rollout/worker_nodes``, how many nodes ran an episode."""
         ...
 
 
