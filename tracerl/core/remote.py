@@ -25,7 +25,7 @@ from . import semconv as sc
 from .convert import episode_from_spans
 from .grading import Grader, artifacts_of, grade
 from .otel import Tracing
-from .rollout import RolloutFunction, RolloutSettings, Session, _finish
+from .rollout import RolloutFunction, RolloutSettings, Session, _finish, ended
 from .store import SpanStore
 from .types import Episode, Task, TerminationReason
 
@@ -122,9 +122,7 @@ def assemble(report: RemoteEpisode, task: Task, settings: RolloutSettings, traci
     episode.kind = episode.kind or kind
     if report.artifacts is not None and not episode.artifacts:  # too large for the episode span
         episode.artifacts = report.artifacts
-    if report.reason is not None and report.reason != TerminationReason.SUCCESS.value:
-        episode.termination_reason, episode.error = TerminationReason(report.reason), report.error
-        episode.traceback = episode.traceback or report.traceback
+    ended(episode, TerminationReason(report.reason) if report.reason else None, report.error, report.traceback)
     if not (report.graded and grader is not None and report.trace_id and report.span_id):
         return episode
     sess = Session(report.episode_id, task, settings=settings, tracing=tracing).resume(report.trace_id, report.span_id)

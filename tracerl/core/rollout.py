@@ -342,11 +342,16 @@ class Session:
         self.tracing.flush()
         store = self._store()
         ep = episode_from_spans(store.spans(session_id=self.episode_id), episode_id=self.episode_id, task=self.task)
-        if self.termination_reason is not None and self.termination_reason is not TerminationReason.SUCCESS:
-            ep.termination_reason = self.termination_reason
-            ep.error = self.error
-            ep.traceback = ep.traceback or self.traceback
-        return ep
+        return ended(ep, self.termination_reason, self.error, self.traceback)
+
+
+def ended(ep: Episode, reason: TerminationReason | None, error: str | None, tb: str | None) -> Episode:
+    """``ep`` with how its session ended, where that was not success: what the session knows
+    (an exception, a timeout) even where its spans do not say it."""
+    if reason is not None and reason is not TerminationReason.SUCCESS:
+        ep.termination_reason, ep.error = reason, error
+        ep.traceback = ep.traceback or tb
+    return ep
 
 
 _TIMED: concurrent.futures.ThreadPoolExecutor | None = None

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from .errors import MissingDependencyError, StoreError
+from .errors import StoreError, require
 from .store_sqlite import schema
 
 T = TypeVar("T")
@@ -52,11 +52,7 @@ def without_password(url: str) -> str:
 
 
 def _psycopg() -> Any:
-    try:
-        import psycopg
-    except ImportError as exc:
-        raise MissingDependencyError("psycopg", "postgres", "a PostgreSQL span store") from exc
-    return psycopg
+    return require("psycopg", "psycopg", "postgres", "a PostgreSQL span store")
 
 
 class PostgresBackend:

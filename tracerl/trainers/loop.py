@@ -36,7 +36,7 @@ from tracerl.core.otel import Tracing, setup_tracing
 from tracerl.core.rollout import RolloutFunction, RolloutSettings
 from tracerl.core.store import SpanStore, recorded, run_store, shared_store
 from tracerl.core.types import Episode, Task, TerminationReason, Trajectory
-from tracerl.runs.folder import write_status
+from tracerl.runs.folder import RunError, open_run, write_status
 
 from . import checkpoint, distributed, precision, serving
 from .batching import make_batch
@@ -266,9 +266,9 @@ def _identity(cfg: TrainConfig) -> TrainConfig:
     """The run's id and span store, recorded in config.json: a resumed run keeps both (its
     episodes in a shared store stay one run), a new one gets a fresh id."""
     before: dict[str, Any] = {}
-    if cfg.resume and (cfg.output / "config.json").is_file():
-        with contextlib.suppress(OSError, ValueError):
-            before = json.loads((cfg.output / "config.json").read_text())
+    if cfg.resume:
+        with contextlib.suppress(RunError):  # none yet, or unreadable: a fresh identity
+            before = open_run(cfg.output).config
     store = shared_store(cfg.store, before.get("store"))
     run_id = cfg.run_id or before.get("run_id") or f"{cfg.output.name or 'run'}-{uuid.uuid4().hex[:8]}"
     return cfg.model_copy(update={"store": store, "run_id": run_id})

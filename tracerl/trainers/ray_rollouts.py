@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracerl.core import semconv as sc
-from tracerl.core.errors import ConfigError, MissingDependencyError
+from tracerl.core.errors import ConfigError, require
 from tracerl.core.grading import Grader
 from tracerl.core.otel import Tracing
 from tracerl.core.remote import RemoteEpisode, assemble, lost
@@ -43,11 +43,7 @@ GRACE_S = 30.0  # past an episode's own timeout, before its worker counts as hun
 
 
 def _ray() -> Any:
-    try:
-        import ray
-    except ImportError as exc:
-        raise MissingDependencyError("ray", "ray", "--rollout-workers") from exc
-    return ray
+    return require("ray", "ray", "ray", "--rollout-workers")
 
 
 class _Worker:
@@ -65,13 +61,11 @@ class _Worker:
         self.tracing.provider.add_span_processor(self.counter)  # after SessionSpanProcessor: sees the id
 
     def run(self, task: Task, settings: RolloutSettings, episode_id: str, kind: str, graded: bool) -> RemoteEpisode:
-        import ray
-
         from tracerl.core.remote import run_here
 
         report = run_here(self.agent, task, settings, episode_id, self.tracing, self.counter, graded=graded,
                           attributes={sc.EPISODE_KIND: kind})
-        report.node = ray.get_runtime_context().get_node_id()
+        report.node = _ray().get_runtime_context().get_node_id()
         return report
 
     def pid(self) -> int:
