@@ -220,6 +220,14 @@ def test_unwritable_path_is_a_store_error_with_a_hint(tmp_path: Path) -> None:
         SpanStore(tmp_path / "dir.db")
 
 
+def test_a_sqlite_file_without_our_tables_is_refused_read_only(tmp_path: Path) -> None:
+    # the moment between a writer creating traces.db and creating its tables, or a stray file
+    path = tmp_path / "other.db"
+    sqlite3.connect(path).close()
+    with pytest.raises(StoreError, match="has no spans table"):
+        SpanStore(path, read_only=True)
+
+
 # --- many processes --------------------------------------------------------------------------
 
 WRITERS, BATCHES, BATCH = 4, 50, 20

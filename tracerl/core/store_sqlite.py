@@ -63,9 +63,15 @@ def _open_read_only(path: str, busy_timeout_s: float) -> sqlite3.Connection:
         # immutable=1 reads a closed one without creating a -shm beside it
         mode = "mode=ro" if Path(path + "-shm").exists() else "immutable=1"
         db = sqlite3.connect(f"{uri}?{mode}", uri=True, timeout=busy_timeout_s, check_same_thread=False)
-        db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        has_spans = db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'spans'").fetchone()
     except sqlite3.Error as exc:
         raise StoreError(f"cannot read span store {path}: {exc} (is it a tracerl traces.db?)") from exc
+    if has_spans is None:
+        # a file another process has just created and not yet given its tables, or not ours
+        db.close()
+        raise StoreError(f"{path} has no spans table: it is not a tracerl traces.db, "
+                         "or the process creating it has not written its tables yet")
     return db
 
 
