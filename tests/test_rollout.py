@@ -140,7 +140,7 @@ async def test_async_timeout_and_settings_timeout_wins(server, tracing):
 
 
 def test_text_without_a_reward_function_is_warned_about_once(server, tracing, caplog, monkeypatch):
-    from tracerl.core import rollout
+    from tracerl.core import rollout_fn as rollout
 
     monkeypatch.setattr(rollout, "_WARNED", set())
 

@@ -52,7 +52,7 @@ _EXPORTS: dict[str, str] = {
     "episode_from_spans": "tracerl.core.convert",
     "episodes_from_store": "tracerl.core.convert",
     "group_trajectories": "tracerl.core.types",
-    "rollout": "tracerl.core.rollout",
+    "rollout": "tracerl.core.rollout_fn",
     "session": "tracerl.core.rollout",
     "setup_tracing": "tracerl.core.otel",
     "uninstrument": "tracerl.adapters",
@@ -137,9 +137,9 @@ if TYPE_CHECKING:  # pragma: no cover
         RolloutSettings,
         Session,
         emit_reward,
-        rollout,
         session,
     )
+    from tracerl.core.rollout_fn import rollout
     from tracerl.core.spans import SpanRecord, decode_otlp
     from tracerl.core.store import SpanStore, StoreExporter
     from tracerl.core.types import (

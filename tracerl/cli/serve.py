@@ -44,6 +44,12 @@ def serve(
     upstream_key_env: Annotated[str | None, typer.Option(
         help="environment variable holding the upstream's API key")] = None,
     continue_tokens: ContinueTokens = True,
+    accept_weights: Annotated[bool, typer.Option(
+        help="let a trainer replace the served weights (POST /admin/weights, behind --api-key): a replica of "
+        "`tracerl train --gateway URL ...`; with --upstream it needs --weight-sync disk")] = False,
+    weight_sync: Annotated[str, typer.Option(
+        help="with --upstream: none, or disk (pushed weights reach a vLLM server through its reload_weights "
+        "route, as engine=openai does)")] = "none",
 ) -> None:
     """Serve MODEL (or front --upstream) as an OpenAI-compatible API on HOST:PORT, recording token-level spans."""
     import uvicorn
@@ -64,10 +70,11 @@ def serve(
         raise
     try:
         engine = _engine(model, name, batch_window_ms, upstream, upstream_model, tokenizer, provider,
-                         upstream_key_env)
+                         upstream_key_env, weight_sync)
         what = f"{engine.model_name} from {upstream}" if upstream else engine.model_name
         typer.echo(f"serving {what} on http://{host}:{port}/v1 (spans -> {store.where})")
-        app = create_app(engine, store, api_key=api_key, continue_tokens=continue_tokens)
+        app = create_app(engine, store, api_key=api_key, continue_tokens=continue_tokens,
+                         accept_weights=accept_weights)
         config = uvicorn.Config(app, host=host, port=port, log_level="info")
         uvicorn.Server(config).run(sockets=[sock])
     finally:
@@ -76,15 +83,16 @@ def serve(
 
 
 def _engine(model: str | None, name: str | None, batch_window_ms: float, upstream: str | None,
-            upstream_model: str | None, tokenizer: str | None, provider: str, key_env: str | None) -> Any:
+            upstream_model: str | None, tokenizer: str | None, provider: str, key_env: str | None,
+            weight_sync: str = "none") -> Any:
     """The engine behind ``gateway serve``: TorchEngine on --model, or UpstreamEngine on --upstream."""
 
     from tracerl.core.errors import ConfigError
     from tracerl.trainers.model_path import resolve_model
 
     if upstream is None:
-        if tokenizer or upstream_model:
-            raise ConfigError("--tokenizer and --upstream-model go with --upstream URL")
+        if tokenizer or upstream_model or weight_sync != "none":
+            raise ConfigError("--tokenizer, --upstream-model and --weight-sync go with --upstream URL")
         from tracerl.engines.torch_engine import TorchEngine
 
         return TorchEngine(model, model_name=name, batch_window_ms=batch_window_ms)  # resolved by serve
@@ -97,8 +105,12 @@ def _engine(model: str | None, name: str | None, batch_window_ms: float, upstrea
 
     key = api_key_from_env(key_env, "--upstream-key-env")
 
+    import tempfile
+
+    # disk sync: the weights are written here for the vLLM server (on this machine) to read
+    weights_dir = tempfile.mkdtemp(prefix="tracerl-upstream-weights-") if weight_sync != "none" else None
     return UpstreamEngine(upstream, served, api_key=key, tokenizer=resolve_model(tokenizer) if tokenizer else None,
-                          model_name=name, provider=provider)
+                          model_name=name, provider=provider, weight_sync=weight_sync, weights_dir=weights_dir)
 
 
 @model_app.command("setup")

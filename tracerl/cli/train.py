@@ -82,6 +82,9 @@ def train(
     ray_address: Annotated[str | None, typer.Option(
         "--ray-address", help="with --rollout-workers: a running Ray cluster (HOST:PORT or auto; default: "
         "start one on this machine)")] = None,
+    gateway: Annotated[list[str] | None, typer.Option(
+        "--gateway", help="a running gateway to serve rollouts (tracerl gateway serve --accept-weights), "
+        "repeatable: episodes spread over them and every one gets each step's weights; needs a shared --store")] = None,
     nproc: Annotated[int, typer.Option(
         "--nproc", min=1, help="processes (GPUs) per node the update is sharded over with FSDP2; runs itself "
                                "under torchrun")] = 1,
@@ -110,6 +113,8 @@ def train(
              "batch_size": batch_size, "group_size": group_size, "eval_size": eval_size, "threads": threads,
              "engine": engine, "rollout_workers": rollout_workers, "ray_address": ray_address}
     overrides.update({k: v for k, v in flags.items() if v is not None})
+    if gateway:
+        overrides["gateways"] = gateway
     if resume:
         overrides["resume"] = True
     if quiet:

@@ -25,7 +25,8 @@ from . import semconv as sc
 from .convert import episode_from_spans
 from .grading import Grader, artifacts_of, grade
 from .otel import Tracing
-from .rollout import RolloutFunction, RolloutSettings, Session, _finish, ended
+from .rollout import RolloutSettings, Session, ended
+from .rollout_fn import RolloutFunction, _finish
 from .store import SpanStore
 from .types import Episode, Task, TerminationReason
 

@@ -28,6 +28,7 @@ import os
 import re
 import threading
 import time
+import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -228,6 +229,27 @@ class SpanStore:
     def __repr__(self) -> str:
         scope = f", run_id={self.run_id!r}" if self.run_id else ""
         return f"{type(self).__name__}({self.where!r}{scope})"
+
+    def store_id(self) -> str | None:
+        """This store's identity, made once by its first writer and the same for every process
+        that opens it by whatever path or URL: how a trainer checks that gateways it does not
+        own write its store. None for a read-only view of a store that never had one."""
+        query = "SELECT value FROM store_meta WHERE key = 'id'"
+        try:
+            rows = self._query(query)
+        except StoreError:
+            if self.read_only:  # a file written before the table existed
+                return None
+            raise
+        if rows or self.read_only:
+            return str(rows[0][0]) if rows else None
+        with self._lock:  # two first writers race: one id wins, both read it back
+            try:
+                self._backend.write([("INSERT INTO store_meta (key, value) VALUES ('id', ?) ON CONFLICT DO NOTHING",
+                                      (uuid.uuid4().hex,), False)])
+            except self._backend.Error as exc:
+                raise StoreError(f"writing {self.where!r} failed: {exc}") from exc
+        return str(self._query(query)[0][0])
 
     # -- writing ----------------------------------------------------------------------
 

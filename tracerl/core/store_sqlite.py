@@ -48,6 +48,10 @@ CREATE TABLE IF NOT EXISTS session_runs (
     run_id TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS session_runs_run ON session_runs(run_id);
+CREATE TABLE IF NOT EXISTS store_meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
 """
 
 

@@ -162,21 +162,12 @@ class UpstreamEngine:
         if self.weight_sync == "none":
             return
         import httpx
-        import torch
-        from safetensors.torch import save_file
+
+        from . import weights_file
 
         folder = Path(str(self.weights_dir))
         folder.mkdir(parents=True, exist_ok=True)
-        dtype = None if self.weights_dtype == "auto" else getattr(torch, self.weights_dtype)
-        seen: set[int] = set()
-        unique = {}
-        for name, tensor in state_dict.items():  # tied weights once: safetensors refuses shared memory
-            if tensor.data_ptr() not in seen:
-                seen.add(tensor.data_ptr())
-                cast = tensor.detach() if dtype is None or not tensor.is_floating_point() else tensor.detach().to(dtype)
-                unique[name] = cast.contiguous().cpu()
-        save_file(unique, str(folder / "model.safetensors.tmp"))
-        os.replace(folder / "model.safetensors.tmp", folder / "model.safetensors")
+        weights_file.save(state_dict, folder / "model.safetensors", self.weights_dtype)
         root = self.base_url.removesuffix("/v1")
         with httpx.Client(base_url=root, headers=self._headers, timeout=self._timeout_s) as client:
             for path, body in (("/pause?mode=wait", None),

@@ -16,6 +16,7 @@ caller's W3C ``traceparent`` when there is one. The session comes from the URL p
 
 from __future__ import annotations
 
+import functools
 import hmac
 import inspect
 import json
@@ -39,6 +40,7 @@ from tracerl.core.spans import SpanRecord, decode_otlp
 from tracerl.core.store import SpanStore
 from tracerl.engines.base import Engine, Generation, tokenizer_fingerprint
 
+from . import admin
 from . import messages as ms
 from . import protocol as p
 from . import responses as rs
@@ -60,7 +62,7 @@ class _Guard:
     and a memory stream per request."""
 
     def __init__(self, app: Any, limit: int, api_key: str | None):
-        self.app, self.limit = app, limit
+        self.app, self.calls_limit = app, limit
         self.auth = f"Bearer {api_key}".encode() if api_key is not None else None
 
     async def __call__(self, scope: dict[str, Any], receive: Callable[[], Awaitable[dict[str, Any]]], send: Any) -> None:
@@ -74,8 +76,9 @@ class _Guard:
             elif name == b"authorization" or (name == b"x-api-key" and not auth):  # the anthropic SDK's header
                 auth = value if name == b"authorization" else b"Bearer " + value
         path = scope.get("path", "")
-        if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            await _send_error(send, p.APIError(413, f"request body over {self.limit} bytes", code="body_too_large"), path)
+        limit = admin.MAX_WEIGHTS_BYTES if path == admin.PATH else self.calls_limit
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await _send_error(send, p.APIError(413, f"request body over {limit} bytes", code="body_too_large"), path)
             return
         if self.auth is not None and not hmac.compare_digest(auth, self.auth) and path != "/health":
             await _send_error(send, p.APIError(401, "missing or wrong API key: send 'Authorization: Bearer <key>' "
@@ -88,8 +91,8 @@ class _Guard:
             nonlocal seen
             message = await receive()
             seen += len(message.get("body", b""))
-            if seen > self.limit:
-                raise p.APIError(413, f"request body over {self.limit} bytes", code="body_too_large")
+            if seen > limit:
+                raise p.APIError(413, f"request body over {limit} bytes", code="body_too_large")
             return message
 
         await self.app(scope, limited, send)
@@ -122,6 +125,11 @@ class Gateway:
         self.turns = Turns(tok) if continue_tokens and tok is not None else None
         self.prompts = PromptCache()
         self.max_body_bytes = max_body_bytes  # a body's largest size, inflated too
+
+    @functools.cached_property
+    def store_id(self) -> str | None:
+        """The store's identity on /health: a trainer of replicas checks it is its own store."""
+        return self.store.store_id()
 
     # -- helpers ----------------------------------------------------------------------
 
@@ -506,9 +514,10 @@ _NO_TELEMETRY: dict[str, Any] = (
 
 def create_app(engine: Engine, store: SpanStore, *, api_key: str | None = None,
                model_aliases: tuple[str, ...] = (), max_body_bytes: int = MAX_BODY_BYTES,
-               continue_tokens: bool = True) -> FastAPI:
+               continue_tokens: bool = True, accept_weights: bool = False) -> FastAPI:
     """The ASGI app. Serve it with uvicorn, or use :class:`tracerl.gateway.GatewayServer`.
-    ``continue_tokens``: a session's next prompt continues its last call's tokens (:mod:`.turns`)."""
+    ``continue_tokens``: a session's next prompt continues its last call's tokens (:mod:`.turns`);
+    ``accept_weights``: a trainer may replace the engine's weights (:mod:`.admin`)."""
     gw = Gateway(engine, store, model_aliases=model_aliases, continue_tokens=continue_tokens,
                  max_body_bytes=max_body_bytes)
     app = FastAPI(title="tracerl gateway", docs_url=None, redoc_url=None, openapi_url=None, **_NO_TELEMETRY)
@@ -548,7 +557,11 @@ def create_app(engine: Engine, store: SpanStore, *, api_key: str | None = None,
         return json_response(error_body(err, request.url.path), 500)
 
     async def health(request: Request) -> Response:
-        return json_response({"status": "ok", "model": engine.model_name, "weight_version": engine.weight_version})
+        return json_response({"status": "ok", "model": engine.model_name, "weight_version": engine.weight_version,
+                              "store_id": gw.store_id, "accepts_weights": accept_weights})
+
+    async def weights(request: Request) -> Response:
+        return json_response(await admin.receive_weights(request, engine, accept_weights))
 
     async def models(request: Request) -> Response:
         return json_response({"object": "list", "data": [
@@ -582,5 +595,6 @@ def create_app(engine: Engine, store: SpanStore, *, api_key: str | None = None,
         app.add_route(prefix + "/v1/messages", messages, methods=["POST"])
         app.add_route(prefix + "/v1/messages/count_tokens", count_tokens, methods=["POST"])
     app.add_route("/v1/traces", gw.otlp, methods=["POST"])
+    app.add_route(admin.PATH, weights, methods=["POST"])
     app.add_middleware(_Guard, limit=max_body_bytes, api_key=api_key)
     return app

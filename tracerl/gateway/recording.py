@@ -13,6 +13,10 @@ from tracerl.core.spans import SpanRecord
 from tracerl.core.types import Message, ToolCall
 from tracerl.engines.base import Generation
 
+# This process's gateway among several writing one store (replicas): each span's resource
+# says which one served it (OpenTelemetry's service.instance.id).
+INSTANCE_ID = secrets.token_hex(8)
+
 
 def new_ids() -> tuple[str, str]:
     """A (trace id, span id) pair in W3C hex: the trace id time-ordered, so the store indexes
@@ -109,6 +113,6 @@ def gateway_span(call: CallRecord) -> SpanRecord:
         start_ns=call.start_ns,
         end_ns=call.end_ns,
         attributes=attrs,
-        resource={"service.name": "tracerl-gateway"},
+        resource={"service.name": "tracerl-gateway", "service.instance.id": INSTANCE_ID},
         scope="tracerl.gateway",
     )

@@ -68,7 +68,7 @@ class GatewayServer:
 
     def __init__(self, engine: Any, store: SpanStore | str | None = None, *, host: str = "127.0.0.1",
                  port: int = 0, api_key: str | None = None, model_aliases: tuple[str, ...] = (),
-                 log_level: str = "warning", continue_tokens: bool = True):
+                 log_level: str = "warning", continue_tokens: bool = True, accept_weights: bool = False):
         import uvicorn
 
         from .app import create_app
@@ -78,7 +78,7 @@ class GatewayServer:
         self.store = store if isinstance(store, SpanStore) else open_store(store)
         self.host, self.port = host, port or free_port(host)
         self.app = create_app(engine, self.store, api_key=api_key, model_aliases=model_aliases,
-                              continue_tokens=continue_tokens)
+                              continue_tokens=continue_tokens, accept_weights=accept_weights)
         # Keep idle connections longer than clients do (httpx, hence the openai SDK: 5 s), so
         # it is always the client that closes one: with equal timeouts a client could send a
         # request on a connection in the instant the server drops it (a ReadError under load).

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from tracerl.core.clients import tls_context
-from tracerl.core.rollout import RolloutContext, rollout
+from tracerl.core.rollout import RolloutContext
+from tracerl.core.rollout_fn import rollout
 from tracerl.core.types import Task
 
 from .synthetic import CALCULATOR_TOOL, TASKS, calculator

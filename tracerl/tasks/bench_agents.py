@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tracerl.core.rollout import RolloutContext, rollout
+from tracerl.core.rollout import RolloutContext
+from tracerl.core.rollout_fn import rollout
 from tracerl.core.types import Task
 
 from .agents import chat_client, chat_loop, chat_turn

@@ -184,6 +184,10 @@ class TrainConfig(_Config):
     ray_address: str | None = Field(
         None, description="the Ray cluster for rollout_workers (HOST:PORT, or 'auto'); default: start one on this "
         "machine for the run")
+    gateways: list[str] = Field(
+        default_factory=list, description="serve rollouts from these running gateways (tracerl gateway serve "
+        "--accept-weights, each with its own engine) instead of one of the run's own: episodes spread over them, "
+        "new weights go to every one before the next step, and they must write the run's --store")
     async_staleness: int = Field(
         0, ge=0, le=8, description="0 = sync; k = roll out ahead while updating, data at most k versions old"
     )

@@ -33,7 +33,8 @@ from typing import Any
 from tracerl.core.errors import ConfigError, GradingError, RolloutError
 from tracerl.core.grading import check_grading
 from tracerl.core.otel import Tracing, setup_tracing
-from tracerl.core.rollout import RolloutFunction, RolloutSettings
+from tracerl.core.rollout import RolloutSettings
+from tracerl.core.rollout_fn import RolloutFunction
 from tracerl.core.store import SpanStore, recorded, run_store, shared_store
 from tracerl.core.types import Episode, Task, TerminationReason, Trajectory
 from tracerl.runs.folder import RunError, open_run, write_status
@@ -137,7 +138,7 @@ def train(cfg: TrainConfig, *, agent: RolloutFunction | None = None, tracing: Tr
         with serving.serve(cfg, base, run.store) as (gateway_url, engine), _rollout_workers(run, gateway_url):
             engine.update_weights(policy.weights(), run.version)  # resumed or adapted weights
             settings = cfg.rollout.model_copy(update={"gateway_url": gateway_url, "store": run.store.path,
-                                                      "run_id": cfg.run_id})
+                                                      "run_id": cfg.run_id, "replicas": cfg.gateways})
             if run.reward is not None and not cfg.from_traces:
                 _preflight(run, settings)
             if policy.step == 0 and run.eval_tasks:
@@ -430,6 +431,7 @@ def _train_step(run: _Run, episodes: list[Episode], rollout_s: float) -> dict[st
     versions = [s.weight_version for ep in episodes for s in ep.steps if s.weight_version is not None]
     if versions:
         metrics["async/staleness_mean"] = run.version - sum(versions) / len(versions)
+        metrics["rollout/weight_versions"] = float(len(set(versions)))  # 1 unless rollouts overlap updates
     metrics["throughput/update_tokens_per_s"] = update.get("update/tokens", 0.0) / max(t2 - t1, 1e-9)
     metrics["policy/weight_version"] = float(run.version + 1)
     metrics.update(memory_metrics())

@@ -21,6 +21,7 @@ The step always completes.
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import os
 import sys
@@ -105,6 +106,9 @@ class RayAgent:
             else:
                 ray.init(address=address, log_to_driver=False)
         self.spec, self.store, self.timeout_s = spec, store, timeout_s
+        # episodes are assembled (their spans awaited) and graded here, as many at once as the
+        # threaded path runs: a reward function that calls a judge takes seconds an episode
+        self._assembling = concurrent.futures.ThreadPoolExecutor(concurrency, thread_name_prefix="tracerl-assemble")
         per_worker = max(1, -(-concurrency // workers))  # each actor's threads: episodes at once
         # A CPU each, held while it lives (an agent process keeps one busy), and SPREAD: the workers
         # over as many of the cluster's nodes as it has, not packed on the first
@@ -122,6 +126,7 @@ class RayAgent:
 
     def close(self) -> None:
         ray = _ray()
+        self._assembling.shutdown(wait=False, cancel_futures=True)
         for w in self.workers:
             ray.kill(w)
         if self._owns_ray and ray.is_initialized():
@@ -137,7 +142,7 @@ class RayAgent:
         ray = _ray()
         grader = Grader.of(reward) if reward is not None else None
         pending: dict[Any, _Job] = {}
-        out: list[Episode | None] = [None] * len(jobs)
+        out: list[Episode | concurrent.futures.Future[Episode] | None] = [None] * len(jobs)
         for i, (task, eid, settings) in enumerate(jobs):
             self._submit(pending, _Job(i, task, eid, settings, i % len(self.workers), 0.0), grader is not None, kind)
         while pending:
@@ -152,9 +157,10 @@ class RayAgent:
                     continue
                 if report.node:
                     self.nodes.add(report.node)
-                out[job.index] = assemble(report, job.task, job.settings, tracing, self.store, grader, kind=kind)
+                out[job.index] = self._assembling.submit(assemble, report, job.task, job.settings, tracing,
+                                                         self.store, grader, kind=kind)
             self._kill_hung(pending)
-        return [ep for ep in out if ep is not None]
+        return [ep.result() if isinstance(ep, concurrent.futures.Future) else ep for ep in out if ep is not None]
 
     def _submit(self, pending: dict[Any, _Job], job: _Job, graded: bool, kind: str) -> None:
         settings = job.settings.model_copy(update={"store": None})  # the worker's spans leave over OTLP
@@ -162,7 +168,7 @@ class RayAgent:
         ref = self.workers[job.worker].run.remote(job.task, settings, job.episode_id, kind, graded)
         pending[ref] = job
 
-    def _failed(self, pending: dict[Any, _Job], out: list[Episode | None], job: _Job, exc: BaseException,
+    def _failed(self, pending: dict[Any, _Job], out: list[Any], job: _Job, exc: BaseException,
                 tracing: Tracing, graded: bool, kind: str) -> None:
         """A job whose worker died or was killed: run again once where it made no LLM call yet."""
         hung = job.killed

@@ -16,7 +16,8 @@ from typing import Any, Protocol
 from tracerl.core.errors import ConfigError
 from tracerl.core.imports import load_callable
 from tracerl.core.otel import Tracing
-from tracerl.core.rollout import RolloutFunction, RolloutSettings, rollout
+from tracerl.core.rollout import RolloutSettings
+from tracerl.core.rollout_fn import RolloutFunction, rollout
 from tracerl.core.semconv import EPISODE_KIND
 from tracerl.core.types import Episode, Task, TerminationReason
 
@@ -76,7 +77,11 @@ def run_rollouts(
     """Run ``(task, episode_id, settings)`` jobs, ``concurrency`` at a time; episodes in job
     order, each graded by ``reward`` when given (see tracerl.core.grading). ``kind`` marks
     their episode spans (``tracerl.episode.kind``): ``eval`` episodes are never trained on.
-    An agent that runs elsewhere (:class:`~.ray_rollouts.RayAgent`) runs them itself."""
+    An agent that runs elsewhere (:class:`~.ray_rollouts.RayAgent`) runs them itself. With
+    gateway ``replicas`` in the settings, job ``i`` is pinned to replica ``i mod n``: a session's
+    state lives in the gateway that serves it, so all of an episode's calls go to that one."""
+    jobs = [(t, eid, s.model_copy(update={"gateway_url": s.replicas[i % len(s.replicas)]}) if s.replicas else s)
+            for i, (t, eid, s) in enumerate(jobs)]
     if not isinstance(agent, RolloutFunction):
         return agent.run_many(jobs, tracing, reward, kind)
     if agent.is_async:

@@ -8,6 +8,8 @@
 * ``openai``: an OpenAI-compatible server that returns token ids and logprobs, run by the
   user (``vllm serve``, see docs/gpu.md); new weights reach it through vLLM's weight-update
   HTTP routes (:class:`~tracerl.engines.upstream.UpstreamEngine`).
+* ``gateways`` (``--gateway URL ...``): no engine here; running gateways serve the rollouts
+  and take each step's weights (:mod:`.replicas`).
 
 :func:`check` turns impossible combinations into one line before any model is loaded.
 """
@@ -31,6 +33,9 @@ __all__ = ["check", "serve", "sleep"]
 
 def check(cfg: TrainConfig, device: str) -> None:
     """Raise ConfigError for an engine this run cannot have."""
+    if cfg.gateways:
+        _check_replicas(cfg)
+        return
     if cfg.engine == "torch":
         return
     if cfg.engine_process:
@@ -53,9 +58,27 @@ def check(cfg: TrainConfig, device: str) -> None:
                           "--set upstream.url=http://127.0.0.1:8000/v1 (a `vllm serve` process, see docs/gpu.md)")
 
 
+def _check_replicas(cfg: TrainConfig) -> None:
+    if cfg.engine != "torch" or cfg.engine_process:
+        raise ConfigError("--gateway: the gateways serve the rollouts with their own engines, so the run has "
+                          "none of its own; drop --engine / engine_process (start each gateway with its engine)")
+    if cfg.async_staleness:
+        raise ConfigError("--gateway with async_staleness > 0: every gateway takes each step's weights before the "
+                          "next step's rollouts (one weight version per step); set async_staleness=0")
+    if cfg.from_traces:
+        raise ConfigError("--gateway with --from-traces: training on recorded traces makes no rollouts to serve")
+
+
 @contextlib.contextmanager
 def serve(cfg: TrainConfig, base: str, store: SpanStore) -> Iterator[tuple[str, Any]]:
     """(gateway URL, engine with ``update_weights``) for the run's rollouts, closed after."""
+    if cfg.gateways:
+        from .replicas import Replicas
+
+        replicas = Replicas(cfg.gateways, api_key=cfg.rollout.api_key, store=store, model=cfg.rollout.model)
+        replicas.check()
+        yield replicas.urls[0], replicas
+        return
     if cfg.engine == "torch" and _child(cfg):
         from tracerl.gateway.child import GatewayProcess
 
