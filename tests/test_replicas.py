@@ -105,3 +105,26 @@ def test_one_store_id_by_any_path(tmp_path):
     with SpanStore(tmp_path / ".." / tmp_path.name / "a.db") as again, \
             SpanStore(tmp_path / "a.db", read_only=True) as view, SpanStore(tmp_path / "b.db") as other:
         assert again.store_id() == made == view.store_id() and other.store_id() != made
+
+
+@pytest.mark.parametrize(("extra", "said"), [
+    (["--set", "async_staleness=1"], "--gateway with async_staleness > 0"),
+    (["--engine", "vllm"], "--gateway: the gateways serve the rollouts with their own engines"),
+    ([], "--gateway http://127.0.0.1:9: no tracerl gateway answers there"),
+])
+def test_train_with_a_gateway_it_cannot_use_is_one_line(extra, said, tmp_path, capsys):
+    from tracerl.cli.main import main
+
+    argv = ["train", "arithmetic", "--gateway", "http://127.0.0.1:9", "--output", str(tmp_path / "run"),
+            "--eval-size", "0", "--steps", "1", "--quiet", *extra]
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and said in err, err
+
+
+def test_gateway_serve_takes_weight_sync_only_in_front_of_an_upstream(capsys):
+    from tracerl.cli.main import main
+    from tracerl.gateway.server import free_port
+
+    assert main(["gateway", "serve", "--weight-sync", "disk", "--port", str(free_port())]) == 1
+    assert "--weight-sync go with --upstream" in capsys.readouterr().err
