@@ -403,7 +403,7 @@ def test_a_second_eval_into_the_same_folder_keeps_each_runs_episodes_apart(proje
 
 def test_eval_keeps_the_apps_own_timeout_unless_told_otherwise(project, monkeypatch):
     """An app's @tracerl.rollout(timeout_s=...) is its author's word; --timeout overrides it."""
-    from tracerl.core import rollout
+    from tracerl.core import rollout_fn as rollout
 
     seen: list[float | None] = []
     real = rollout.RolloutFunction._timeout

@@ -413,3 +413,13 @@ def emit_reward(
         tracer = get_tracer()
     with tracer.start_as_current_span("tracerl.reward", attributes=attrs):
         pass
+
+
+def __getattr__(name: str) -> Any:
+    # RolloutFunction and rollout lived here until 0.1.0.dev0 (now .rollout_fn, which imports this
+    # module, hence not imported at the top); old imports keep working
+    if name in ("RolloutFunction", "rollout"):
+        from . import rollout_fn
+
+        return getattr(rollout_fn, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
