@@ -23,20 +23,27 @@ What it does, per run:
   file only after the last line ran, so ``exit(0)`` or ``os._exit(0)`` before the tests do
   not pass.
 
-What it does **not** guarantee: it is not a security boundary against code written to escape
-it. Without the network namespace, the Python-level blocks can be bypassed (``ctypes``, a
-pre-imported module, introspecting the runner's frame for the nonce). There is no filesystem
-isolation: the child can read whatever the caller's user can, and write wherever that user
-may (only file *sizes* are capped). ``RLIMIT_NPROC`` is per user and ignored for root, so
-process counts are not limited beyond the Python-level blocks. A child that starts its own
-session (``setsid``) escapes the group kill. For hostile code use a container or VM
-(gVisor, Firecracker, nsjail) around this.
+**Where bubblewrap runs** (Debian's ``bubblewrap``; :mod:`.isolation`), all of this happens
+inside a boundary: new user, PID, mount, network, IPC and UTS namespaces, a read-only system
+with the caller's home hidden, the run's folder the one place it can write, a pids cgroup (or
+RLIMIT_NPROC) capping its processes, and every process of the run killed with it, ``setsid``
+or not. The Python-level blocks stay, for their clear reasons; the namespaces hold without
+them (tests/test_sandbox_boundary.py makes the escape attempts through ``ctypes``).
+``SandboxResult.isolation`` says ``"bwrap"``.
+
+**Where it does not**, the runner above is not a security boundary against code written to
+escape it, and says so once per process: without the network namespace the Python-level
+blocks can be bypassed (``ctypes``, a pre-imported module, introspecting the runner's frame
+for the nonce); the child can read whatever the caller's user can and write wherever that
+user may (only file *sizes* are capped); ``RLIMIT_NPROC`` is ignored for root; a child that
+calls ``setsid`` escapes the group kill. Install bubblewrap, or use a container or VM.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 import secrets
 import shutil
@@ -48,6 +55,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import isolation
+
 _NETWORK_BLOCKED = "network access is disabled in the tracerl sandbox"
 _PROCESS_BLOCKED = "starting processes is disabled in the tracerl sandbox"
 _TAIL = 4000  # characters of stdout/stderr kept in the result
@@ -58,11 +67,12 @@ _BOOT = r'''
 import os, resource, socket, subprocess, sys
 
 def _main():
-    memory, cpu, fsize = (int(v) for v in sys.argv[1:4])
+    memory, cpu, fsize, nproc = (int(v) for v in sys.argv[1:5])
     nonce = sys.stdin.readline().strip()
     sys.stdin = open(os.devnull)
     for which, value in ((resource.RLIMIT_AS, memory), (resource.RLIMIT_CPU, cpu),
-                         (resource.RLIMIT_FSIZE, fsize), (resource.RLIMIT_CORE, 0)):
+                         (resource.RLIMIT_FSIZE, fsize), (resource.RLIMIT_CORE, 0),
+                         (resource.RLIMIT_NPROC, nproc or resource.RLIM_INFINITY)):
         hard = value + 1 if which == resource.RLIMIT_CPU else value
         try:
             resource.setrlimit(which, (value, hard))
@@ -104,6 +114,8 @@ class Limits:
     memory_mb: int = 1024
     output_bytes: int = 1_000_000  # also the largest file the program may write
     netns: bool | None = None  # None: use a network namespace where unshare allows it
+    processes: int = 32  # processes the run may have at once (a pids cgroup, else RLIMIT_NPROC)
+    boundary: bool | None = None  # None: run under bubblewrap where it works (see .isolation)
 
 
 @dataclass(frozen=True)
@@ -116,7 +128,7 @@ class SandboxResult:
     stdout: str
     stderr: str
     seconds: float
-    isolation: str  # "netns" (network namespace) or "python" (Python-level blocks only)
+    isolation: str  # "bwrap" (namespaces, see .isolation), "netns" (network namespace) or "python" (blocks only)
 
 
 @functools.cache
@@ -164,10 +176,20 @@ def _reason(returncode: int, stdout_path: Path, stderr: str, limits: Limits, don
     return True, "passed"
 
 
+@functools.cache
+def _say_not_a_boundary() -> None:
+    logging.getLogger(__name__).warning(
+        "the code sandbox runs without bubblewrap here, so it is not a security boundary against code "
+        "written to escape it (apt install bubblewrap; see tracerl/tasks/sandbox.py); said once")
+
+
 def run_python(source: str, limits: Limits | None = None) -> SandboxResult:
     """Run ``source`` as ``__main__`` in a sandboxed child (see the module docstring)."""
     limits = limits or Limits()
-    use_netns = netns_available() if limits.netns is None else limits.netns
+    boundary = isolation.available() if limits.boundary is None else limits.boundary
+    if not boundary and limits.boundary is None:
+        _say_not_a_boundary()
+    use_netns = not boundary and (netns_available() if limits.netns is None else limits.netns)
     nonce = secrets.token_hex(16)
     with tempfile.TemporaryDirectory(prefix="tracerl-sandbox-") as tmp:
         folder = Path(tmp)
@@ -175,12 +197,18 @@ def run_python(source: str, limits: Limits | None = None) -> SandboxResult:
         boot = _BOOT.replace("NETWORK_BLOCKED", repr(_NETWORK_BLOCKED)).replace("PROCESS_BLOCKED", repr(_PROCESS_BLOCKED))
         (folder / "boot.py").write_text(boot, encoding="utf-8")
         cpu = int(limits.timeout_s) + 1
-        argv = [sys.executable, "-I", "-B", "boot.py", str(limits.memory_mb * 2**20), str(cpu), str(limits.output_bytes)]
-        if use_netns:
-            argv = [shutil.which("unshare") or "unshare", "-rn", *argv]
-        env = {"PATH": os.defpath, "HOME": tmp, "TMPDIR": tmp, "LANG": "C.UTF-8"}
+        inside = isolation.WORK if boundary else tmp
+        env = {"PATH": os.defpath, "HOME": inside, "TMPDIR": inside, "LANG": "C.UTF-8"}
         start = time.monotonic()
-        with open(folder / "stdout", "wb") as out, open(folder / "stderr", "wb") as err:
+        with open(folder / "stdout", "wb") as out, open(folder / "stderr", "wb") as err, \
+                isolation.pids_cgroup(limits.processes if boundary else 0) as group:
+            # RLIMIT_NPROC counts every process of the user, so only where no cgroup counts them
+            argv = [sys.executable, "-I", "-B", "boot.py", str(limits.memory_mb * 2**20), str(cpu),
+                    str(limits.output_bytes), str(0 if group else limits.processes if boundary else 0)]
+            if boundary:
+                argv = isolation.joined(isolation.wrap(argv, folder, env), group)
+            elif use_netns:
+                argv = [shutil.which("unshare") or "unshare", "-rn", *argv]
             proc = subprocess.Popen(argv, cwd=tmp, env=env, stdin=subprocess.PIPE, stdout=out, stderr=err,
                                     start_new_session=True)
             timed_out = False
@@ -199,4 +227,4 @@ def run_python(source: str, limits: Limits | None = None) -> SandboxResult:
         else:
             ok, reason = _reason(proc.returncode, folder / "stdout", stderr, limits, done)
     return SandboxResult(ok, reason, None if timed_out else proc.returncode, stdout, stderr, seconds,
-                         "netns" if use_netns else "python")
+                         "bwrap" if boundary else "netns" if use_netns else "python")
