@@ -15,7 +15,8 @@ Process counts: ``RLIMIT_NPROC`` does not bind root, even in a user namespace (m
 60 of 60 processes started under a limit of 30), so the runner puts the run in a pids cgroup
 of its own (``pids.max``) where the cgroup file system is writable (cgroup v1's
 ``/sys/fs/cgroup/pids``, or v2 with the pids controller); elsewhere RLIMIT_NPROC, which does
-bind an unprivileged user, is what limits them.
+bind an unprivileged user, is what limits them (and, for root without a writable cgroup,
+nothing does: the run's processes still all die with it). Memory is RLIMIT_AS, set inside.
 """
 
 from __future__ import annotations
