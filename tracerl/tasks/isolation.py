@@ -33,23 +33,28 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["WORK", "available", "joined", "pids_cgroup", "wrap"]
+__all__ = ["WORK", "available", "joined", "pids_cgroup", "runs", "wrap"]
 
 WORK = "/tmp/work"  # where the work folder is inside the sandbox
 _HIDDEN = ("/root", "/home", "/tmp", "/run")
 
 
-@functools.cache
-def available() -> bool:
-    """Whether bwrap can start a process here with every namespace (probed once)."""
-    bwrap = shutil.which("bwrap")
-    if bwrap is None:
+def runs(tool: str, *args: str) -> bool:
+    """Whether ``tool args... true`` starts and exits 0 here (a namespace tool's probe)."""
+    path = shutil.which(tool)
+    if path is None:
         return False
     try:
-        done = subprocess.run([bwrap, *_flags("/"), "true"], capture_output=True, timeout=10, check=False)
+        done = subprocess.run([path, *args, "true"], capture_output=True, timeout=10, check=False)
     except (OSError, subprocess.SubprocessError):
         return False
     return done.returncode == 0
+
+
+@functools.cache
+def available() -> bool:
+    """Whether bwrap can start a process here with every namespace (probed once)."""
+    return runs("bwrap", *_flags("/"))
 
 
 def _prefixes() -> list[str]:

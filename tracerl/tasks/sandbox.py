@@ -134,14 +134,7 @@ class SandboxResult:
 @functools.cache
 def netns_available() -> bool:
     """Whether ``unshare -rn`` can start a process here (probed once)."""
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        return False
-    try:
-        done = subprocess.run([unshare, "-rn", "true"], capture_output=True, timeout=10, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return done.returncode == 0
+    return isolation.runs("unshare", "-rn")
 
 
 def _kill_group(pid: int) -> None:
