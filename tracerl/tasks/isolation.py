@@ -74,7 +74,11 @@ def _flags(work: str) -> list[str]:
             flags += ["--tmpfs", hidden]
     for prefix in _prefixes():
         flags += ["--ro-bind", prefix, prefix]
-    return [*flags, "--bind", work, WORK, "--chdir", WORK, "--proc", "/proc", "--dev", "/dev"]
+    flags += ["--bind", work, WORK]
+    for hidden in _HIDDEN:  # read-only once their mount points exist: writes elsewhere fail (EROFS)
+        if Path(hidden).exists():
+            flags += ["--remount-ro", hidden]
+    return [*flags, "--chdir", WORK, "--proc", "/proc", "--dev", "/dev"]
 
 
 def wrap(argv: list[str], work: str | os.PathLike[str], env: dict[str, str]) -> list[str]:
