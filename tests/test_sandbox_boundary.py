@@ -111,6 +111,24 @@ def test_memory_past_the_limit_is_refused():
     assert not r.ok and "memory limit exceeded" in r.reason
 
 
+@pytest.mark.skipif("memory" not in isolation._roots(), reason="no writable memory cgroup here")
+def test_memory_summed_over_processes_is_capped_by_the_memory_cgroup():
+    # each child stays under the address-space limit (RLIMIT_AS is per process); four together do not
+    code = LIBC + """
+import time
+for _ in range(4):
+    if libc.fork() == 0:
+        x = bytearray(150 * 2**20)
+        for i in range(0, len(x), 4096):
+            x[i] = 1
+        time.sleep(5)
+        libc._exit(0)
+time.sleep(6)
+"""
+    r = run(code, memory_mb=256, timeout_s=15)
+    assert not r.ok and r.reason == "memory limit exceeded (256 MB)"
+
+
 def test_a_process_that_starts_its_own_session_does_not_outlive_the_run():
     marker = f"esc{uuid.uuid4().hex[:10]}"
     code = LIBC + f"""
@@ -159,5 +177,5 @@ def test_no_cgroup_is_left_behind():
 
 
 def _groups() -> set[str]:
-    root = isolation._pids_root()
-    return {p.name for p in root.iterdir() if p.name.startswith("tracerl-sandbox-")} if root else set()
+    return {f"{root}/{p.name}" for root in isolation._roots().values() for p in root.iterdir()
+            if p.name.startswith("tracerl-sandbox-")}

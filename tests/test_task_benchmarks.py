@@ -10,9 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from tracerl import tasks
-from tracerl.tasks.benchmarks import countdown_value
-from tracerl.tasks.frozenlake import parse_moves, play, shortest_path
-from tracerl.tasks.hotpotqa import f1, normalize_answer
+from tracerl.tasks.catalogue.math import countdown_value
+from tracerl.tasks.catalogue.qa import f1, normalize_answer
+from tracerl.tasks.games.frozenlake import parse_moves, play, shortest_path
 from tracerl.tasks.search import BM25
 
 DATA = Path(__file__).parent / "data"

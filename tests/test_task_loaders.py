@@ -112,9 +112,12 @@ def _fake_datasets(monkeypatch, calls):
 def test_the_hub_branch_calls_load_dataset_with_the_real_id_and_config(monkeypatch):
     calls: list = []
     _fake_datasets(monkeypatch, calls)
-    loaded = tasks.get("gsm8k").tasks("train", 1)
+    rows = tasks.get("gsm8k").source.rows("train", dedup=False)
     assert calls == [("openai/gsm8k", "main", "train", {})]
-    assert loaded[0].answer == "2"
+    assert tasks.get("gsm8k").source.to_task(rows[0], "train").answer == "2"
+    calls.clear()  # with the dedup: the domain's test sets are loaded, and the fake's one row is a test problem
+    assert tasks.get("gsm8k").tasks("train", 1) == []
+    assert ("openai/gsm8k", "main", "test", {}) in calls and ("AI-MO/aimo-validation-aime", None, "train", {}) in calls
     expected = {
         "math500": [("HuggingFaceH4/MATH-500", None, "test", {})],
         "aime": [("AI-MO/aimo-validation-aime", None, "train", {})],

@@ -9,6 +9,7 @@ import typer
 from tracerl.cli import init as init_cli
 from tracerl.cli import runs as runs_cli
 from tracerl.cli import serve, traces
+from tracerl.cli import tasks as tasks_cli
 from tracerl.cli import train as train_cli
 
 app = typer.Typer(
@@ -30,7 +31,7 @@ app = typer.Typer(
 app.command("init")(init_cli.init)
 app.command("train")(train_cli.train)
 app.command("eval")(train_cli.evaluate)
-app.add_typer(train_cli.tasks_app, name="tasks")
+app.add_typer(tasks_cli.app, name="tasks")
 app.add_typer(traces.app, name="traces")
 app.add_typer(serve.gateway_app, name="gateway")
 app.add_typer(serve.model_app, name="model")

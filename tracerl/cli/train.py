@@ -1,4 +1,4 @@
-"""``tracerl train TASK`` and ``tracerl tasks list``: parse flags into the one TrainConfig, run."""
+"""``tracerl train TASK`` and ``tracerl eval``: parse flags into the one TrainConfig, run."""
 
 from __future__ import annotations
 
@@ -11,9 +11,6 @@ import typer
 
 from tracerl.cli.serve import ContinueTokens, StoreOption
 from tracerl.trainers.config import ALGO_NAMES
-
-tasks_app = typer.Typer(help="The task registry: what can be trained and evaluated.", no_args_is_help=True)
-
 
 DataOption = Annotated[str | None, typer.Option(
     "--data", help="your own tasks: JSONL/JSON/CSV/Parquet file, datasets folder, hf:org/name[:config][@split], "
@@ -247,21 +244,6 @@ def _summary(result: Any, eval_size: int) -> str:
         lines.append(f"checkpoint: {result.final_checkpoint}")
     lines.append(f"metrics: {result.run_dir / 'metrics.jsonl'}")
     return "\n".join(lines)
-
-
-@tasks_app.command("list")
-def list_tasks() -> None:
-    """Registered tasks, their default agents and what they are."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from tracerl import tasks
-
-    table = Table("task", "default agent", "description")
-    for name in tasks.names():
-        spec = tasks.get(name)
-        table.add_row(name, spec.default_agent, spec.description)
-    Console().print(table)
 
 
 def evaluate(

@@ -34,11 +34,9 @@ from typing import Any
 from tracerl.core.errors import ConfigError
 from tracerl.core.types import Task
 
-from .benchmarks import AIME, GSM8K, MATH500, CountdownHub, FinQA, HendrycksMath
-from .coding import MBPP, HumanEval
+from .catalogue import benchmarks
 from .data import DataConfig, UserTasks, load_data, load_tasks, rows_to_tasks, split_tasks
-from .frozenlake import FrozenLake
-from .hotpotqa import HotpotQA
+from .games import GAMES
 from .synthetic import TASKS
 
 
@@ -88,6 +86,14 @@ class TaskSpec:
     def max_turns(self) -> int:
         return self.source.max_turns
 
+    @property
+    def domain(self) -> str:
+        """The catalogue's domain (math, code, ...); "synthetic" for generated tasks, "user" for
+        the user's own."""
+        if isinstance(self.source, UserTasks):
+            return "user"
+        return getattr(self.source, "domain", None) or "synthetic"
+
 
 _AGENT = "tracerl.tasks.agents:math_agent"
 REGISTRY: dict[str, TaskSpec] = {
@@ -100,8 +106,7 @@ REGISTRY: dict[str, TaskSpec] = {
     "multiturn": TaskSpec("multiturn", TASKS["multiturn"], _AGENT,
                           "arithmetic with 'Wrong, try again.' feedback, up to 3 turns"),
 }
-for _source in (GSM8K(), MATH500(), HendrycksMath(), AIME(), FinQA(), CountdownHub(), HumanEval(), MBPP(),
-                HotpotQA(), FrozenLake()):
+for _source in (*benchmarks(), *(game() for game in GAMES)):
     REGISTRY[_source.name] = TaskSpec(_source.name, _source, _source.default_agent, _source.description)
 del _source
 

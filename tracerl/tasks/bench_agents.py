@@ -4,8 +4,8 @@ Like :mod:`tracerl.tasks.agents` they reach the gateway through ``config.base_ur
 ``chat_agent`` serves any registered task by name (``task.dataset``): it sends
 ``spec.messages(task)``, offers ``spec.tools(task)`` and answers tool calls with
 ``spec.call_tool`` (hotpotqa's search), and turns ``spec.feedback`` into new user turns.
-``frozenlake_agent`` plays the game: each reply's moves are applied and the new board is the
-next user turn, until the game ends or ``max_turns`` replies.
+``game_agent`` plays a game (:mod:`tracerl.tasks.games`): each reply's moves are applied and
+what the player sees is the next user turn, until the game ends or ``max_turns`` replies.
 """
 
 from __future__ import annotations
@@ -45,8 +45,9 @@ def chat_agent(task: Task, config: RolloutContext) -> dict[str, Any]:
 
 
 @rollout
-def frozenlake_agent(task: Task, config: RolloutContext) -> dict[str, Any]:
-    """Play one FrozenLake map; the reward replays all replies' moves (see tasks.frozenlake)."""
+def game_agent(task: Task, config: RolloutContext) -> dict[str, Any]:
+    """Play one game (FrozenLake, Sokoban, Wordle): each reply is applied, what the player sees
+    next is the next user turn; the reward replays all replies (see tasks.games)."""
     from . import get
 
     game = get(task.dataset or "frozenlake").source
@@ -61,3 +62,6 @@ def frozenlake_agent(task: Task, config: RolloutContext) -> dict[str, Any]:
             messages.append({"role": "user", "content": observation})
     transcript = "\n".join(replies)
     return {"reward": game.reward(task, transcript, len(replies)), "is_correct": game.is_correct(task, transcript)}
+
+
+frozenlake_agent = game_agent  # the name FrozenLake's agent had first

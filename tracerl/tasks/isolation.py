@@ -11,12 +11,15 @@
 * ``--die-with-parent`` and a PID namespace: when the runner kills bwrap, every process
   of the run goes with it, ``setsid`` or not.
 
-Process counts: ``RLIMIT_NPROC`` does not bind root, even in a user namespace (measured:
-60 of 60 processes started under a limit of 30), so the runner puts the run in a pids cgroup
-of its own (``pids.max``) where the cgroup file system is writable (cgroup v1's
-``/sys/fs/cgroup/pids``, or v2 with the pids controller); elsewhere RLIMIT_NPROC, which does
-bind an unprivileged user, is what limits them (and, for root without a writable cgroup,
-nothing does: the run's processes still all die with it). Memory is RLIMIT_AS, set inside.
+Process counts and memory: ``RLIMIT_NPROC`` does not bind root, even in a user namespace
+(measured: 60 of 60 processes started under a limit of 30), and ``RLIMIT_AS`` caps each process,
+not their sum, so the runner puts the run in cgroups of its own where the cgroup file system is
+writable (cgroup v1's ``pids`` and ``memory`` hierarchies, or v2 with those controllers):
+``pids.max`` caps the processes and the memory limit caps them all together (a process past it
+is killed by the kernel, and the run's reason says "memory limit exceeded"). Elsewhere
+RLIMIT_NPROC, which does bind an unprivileged user, limits processes (for root without a
+writable cgroup nothing does: the run's processes still all die with it), and RLIMIT_AS, set
+inside, limits each process's memory.
 """
 
 from __future__ import annotations
@@ -30,10 +33,10 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-__all__ = ["WORK", "available", "joined", "pids_cgroup", "runs", "wrap"]
+__all__ = ["WORK", "available", "joined", "limits_cgroup", "memory_exceeded", "runs", "wrap"]
 
 WORK = "/tmp/work"  # where the work folder is inside the sandbox
 _HIDDEN = ("/root", "/home", "/tmp", "/run")
@@ -66,7 +69,7 @@ def _prefixes() -> list[str]:
     return sorted(found)
 
 
-def _flags(work: str) -> list[str]:
+def _flags(work: str, readonly: Mapping[str, str] | None = None) -> list[str]:
     flags = ["--unshare-all", "--unshare-user", "--disable-userns", "--uid", "65534", "--gid", "65534", "--die-with-parent",
              "--new-session", "--ro-bind", "/", "/"]
     for hidden in _HIDDEN:
@@ -75,15 +78,19 @@ def _flags(work: str) -> list[str]:
     for prefix in _prefixes():
         flags += ["--ro-bind", prefix, prefix]
     flags += ["--bind", work, WORK]
+    for outside, inside in (readonly or {}).items():  # e.g. a terminal task's own folder, for its tests
+        flags += ["--ro-bind", outside, inside]
     for hidden in _HIDDEN:  # read-only once their mount points exist: writes elsewhere fail (EROFS)
         if Path(hidden).exists():
             flags += ["--remount-ro", hidden]
     return [*flags, "--chdir", WORK, "--proc", "/proc", "--dev", "/dev"]
 
 
-def wrap(argv: list[str], work: str | os.PathLike[str], env: dict[str, str]) -> list[str]:
-    """``argv`` run inside the sandbox with ``work`` as its one writable folder and only ``env``."""
-    flags = _flags(str(work)) + ["--clearenv"]
+def wrap(argv: list[str], work: str | os.PathLike[str], env: dict[str, str],
+         readonly: Mapping[str, str] | None = None) -> list[str]:
+    """``argv`` run inside the sandbox with ``work`` as its one writable folder and only ``env``;
+    ``readonly`` maps more host folders to where they appear inside, read-only."""
+    flags = _flags(str(work), readonly) + ["--clearenv"]
     for key, value in env.items():
         flags += ["--setenv", key, value]
     return [shutil.which("bwrap") or "bwrap", *flags, "--", *argv]
@@ -91,43 +98,87 @@ def wrap(argv: list[str], work: str | os.PathLike[str], env: dict[str, str]) -> 
 
 def _pids_root() -> Path | None:
     """Where a pids cgroup can be made: cgroup v1's pids hierarchy, or v2's root with pids on."""
-    v1 = Path("/sys/fs/cgroup/pids")
-    if (v1 / "cgroup.procs").exists():
-        return v1 if os.access(v1, os.W_OK) else None
-    v2 = Path("/sys/fs/cgroup")
-    control = v2 / "cgroup.subtree_control"
-    if control.exists() and "pids" in control.read_text().split() and os.access(v2, os.W_OK):
-        return v2
-    return None
+    return _roots().get("pids")
 
 
-def joined(argv: list[str], group: Path | None) -> list[str]:
-    """``argv`` started inside ``group`` (its children inherit it): a shell joins, then execs."""
-    if group is None:
+@functools.cache
+def _roots() -> dict[str, Path]:
+    """The writable cgroup roots per controller (``pids``, ``memory``): cgroup v1's hierarchy of
+    each, or v2's root where it delegates the controller (one group then holds both)."""
+    found: dict[str, Path] = {}
+    for controller in ("pids", "memory"):
+        v1 = Path("/sys/fs/cgroup") / controller
+        if (v1 / "cgroup.procs").exists():
+            if os.access(v1, os.W_OK):
+                found[controller] = v1
+            continue
+        v2 = Path("/sys/fs/cgroup")
+        control = v2 / "cgroup.subtree_control"
+        if control.exists() and controller in control.read_text().split() and os.access(v2, os.W_OK):
+            found[controller] = v2
+    return found
+
+
+def joined(argv: list[str], groups: list[Path] | Path | None) -> list[str]:
+    """``argv`` started inside ``groups`` (its children inherit them): a shell joins, then execs."""
+    if not groups:
         return argv
-    return ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(group), *argv]
+    paths = [groups] if isinstance(groups, Path) else groups
+    join = " && ".join(f'echo $$ > "${i}/cgroup.procs"' for i in range(1, len(paths) + 1))
+    return ["/bin/sh", "-c", f'{join} && shift {len(paths)} && exec "$@"', "sh", *map(str, paths), *argv]
 
 
 @contextlib.contextmanager
-def pids_cgroup(limit: int) -> Iterator[Path | None]:
-    """A fresh pids cgroup holding at most ``limit`` processes (None where none can be made, or
-    ``limit`` is 0); what is still in it at the end is killed and the cgroup removed."""
-    root = _pids_root() if limit else None
-    group = None
-    if root is not None:
-        group = root / f"tracerl-sandbox-{uuid.uuid4().hex[:12]}"
+def limits_cgroup(processes: int, memory_bytes: int = 0) -> Iterator[list[Path]]:
+    """Fresh cgroups holding at most ``processes`` processes and ``memory_bytes`` of memory
+    (together, all processes of the run; 0: no limit of that kind). [] where none can be made.
+    What is still in them at the end is killed and the groups removed."""
+    roots = _roots()
+    name = f"tracerl-sandbox-{uuid.uuid4().hex[:12]}"
+    wanted = {"pids": processes, "memory": memory_bytes}
+    groups: list[Path] = []
+    for controller, limit in wanted.items():
+        root = roots.get(controller)
+        if not limit or root is None:
+            continue
+        group = root / name
         try:
-            group.mkdir()
-            (group / "pids.max").write_text(str(limit))
+            if not group.exists():
+                group.mkdir()
+                groups.append(group)
+            _write_limit(group, controller, limit)
         except OSError:
-            with contextlib.suppress(OSError):
-                group.rmdir()
-            group = None
+            continue
     try:
-        yield group
+        yield groups
     finally:
-        if group is not None:
+        for group in groups:
             _empty(group)
+
+
+def _write_limit(group: Path, controller: str, limit: int) -> None:
+    if controller == "pids":
+        (group / "pids.max").write_text(str(limit))
+    elif (group / "memory.max").exists():  # v2
+        (group / "memory.max").write_text(str(limit))
+        with contextlib.suppress(OSError):
+            (group / "memory.swap.max").write_text("0")
+    else:  # v1: memory, and memory plus swap where swap is accounted
+        (group / "memory.limit_in_bytes").write_text(str(limit))
+        with contextlib.suppress(OSError):
+            (group / "memory.memsw.limit_in_bytes").write_text(str(limit))
+
+
+def memory_exceeded(groups: list[Path]) -> bool:
+    """Whether the kernel killed a process of ``groups`` for going past the memory limit."""
+    for group in groups:
+        for name in ("memory.events", "memory.oom_control"):  # v2, v1
+            with contextlib.suppress(OSError):
+                for line in (group / name).read_text().splitlines():
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill" and value.strip() not in ("", "0"):
+                        return True
+    return False
 
 
 def _empty(group: Path) -> None:

@@ -4,13 +4,17 @@ Where the rows of ``name``'s hub split ``split`` come from, first match wins:
 
 1. ``path=`` given to :func:`load_rows` (``spec.tasks(..., path=...)``): a JSONL/JSON/Parquet
    file (used for every split), or a folder holding ``<split>.jsonl`` / ``<split>.parquet`` /
-   ``<split>/*.{jsonl,parquet}`` / ``<split>-*.parquet``, directly or under ``<name>/``.
+   ``<split>/*.{jsonl,parquet}`` / ``<split>-*.parquet`` / a ``save_to_disk`` folder
+   ``<split>/``, directly or under ``<name>/``.
 2. ``$TRACERL_DATA_DIR/<name>/`` laid out the same way, if that folder exists.
 3. ``datasets.load_dataset(hub.id, config, split=split, **hub.kwargs)`` (``pip install
    'tracerl[tasks]'``), which works offline too once the dataset is in the HF cache.
 
-Otherwise a one-line :class:`~tracerl.core.errors.ConfigError` says how to fix it. Files are
-named after the *hub* split (``hotpotqa/validation.jsonl``), which is what
+Local files are read by ``datasets`` too (its json and parquet builders, or
+``load_from_disk``), and every row, local or from the hub, is conformed to the features the
+dataset declares (:mod:`~tracerl.tasks.catalogue.schema`): a missing column or a value of
+another type is one :class:`~tracerl.core.errors.ConfigError` line naming the file and column.
+Files are named after the *hub* split (``hotpotqa/validation.jsonl``), which is what
 ``load_dataset(...)[split].to_json(f"{split}.jsonl")`` writes.
 """
 
@@ -29,7 +33,10 @@ _SUFFIXES = (".jsonl", ".json", ".parquet")
 
 @dataclass(frozen=True)
 class Hub:
-    """Where a benchmark lives on the Hugging Face Hub. Several ``configs`` are concatenated."""
+    """Where a benchmark lives on the Hugging Face Hub. Several ``configs`` are concatenated.
+
+    ``kwargs`` go to ``load_dataset`` as they are (``revision``, ``data_files`` for datasets
+    whose loading script ``datasets`` no longer runs)."""
 
     id: str
     configs: tuple[str | None, ...] = (None,)
@@ -40,18 +47,13 @@ class Hub:
         return f"'{self.id}'" + (f" ({', '.join(configs)})" if configs else "")
 
 
-def read_file(path: Path) -> list[dict[str, Any]]:
-    """Rows of one JSON-lines, JSON-array, CSV or Parquet file (the user's data reader)."""
-    from .data import read_rows
-
-    return read_rows(path)
-
-
 def _split_files(folder: Path, split: str) -> list[Path]:
     for suffix in _SUFFIXES:
         if (folder / f"{split}{suffix}").is_file():
             return [folder / f"{split}{suffix}"]
     if (folder / split).is_dir():
+        if (folder / split / "state.json").is_file():  # Dataset.save_to_disk
+            return [folder / split]
         return sorted(p for p in (folder / split).iterdir() if p.suffix in _SUFFIXES)
     return sorted(folder.glob(f"{split}-*.parquet"))
 
@@ -80,25 +82,64 @@ def _save_hint(name: str, hub: Hub, split: str, config: str | None) -> str:
             f".to_json('{target}')\"{each} and set {DATA_DIR_ENV}=data (or pass path=)")
 
 
-def _from_hub(name: str, hub: Hub, split: str) -> list[dict[str, Any]]:
+def _datasets(name: str, split: str | None) -> Any:
+    """The datasets module; ``split`` None when the rows are local (a fix less to offer)."""
     try:
         import datasets
     except ImportError:
+        if split is None:
+            raise ConfigError(f"{name}: reading its local files needs the 'datasets' package; "
+                              f"pip install 'tracerl[tasks]'") from None
         raise ConfigError(f"{name}: no local data and the 'datasets' package is not installed; "
                           f"pip install 'tracerl[tasks]', or point {DATA_DIR_ENV} at a folder with "
                           f"{name}/{split}.jsonl (or .parquet), or pass path=") from None
+    return datasets
+
+
+def _unreachable(name: str, hub: Hub, split: str, config: str | None, exc: Exception) -> ConfigError:
+    reason = " ".join(str(exc).split())[:160]
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        why = "HF_HUB_OFFLINE is set and it is not in the HF cache"
+        fix = "unset HF_HUB_OFFLINE on a machine with network to fill the cache"
+    else:
+        why = f"it could not be loaded ({type(exc).__name__}: {reason}; HF_HUB_OFFLINE is not set)"
+        fix = "check the network or the dataset's access terms, fill the HF cache"
+    return ConfigError(f"{name}: the dataset {hub.describe()} split '{split}' is not reachable: {why}; "
+                       f"{fix}, or save it: {_save_hint(name, hub, split, config)}")
+
+
+def _features(hub: Hub, config: str | None) -> Any | None:
+    """The declared features of ``hub``'s ``config``, or None for a dataset with no declaration."""
+    from .catalogue.schema import declared, schema_path
+
+    if not schema_path(hub.id).is_file():
+        return None
+    return declared(hub.id).features(config)
+
+
+def _from_hub(name: str, hub: Hub, split: str) -> list[dict[str, Any]]:
+    from .catalogue.schema import conform
+
+    datasets = _datasets(name, split)
     rows: list[dict[str, Any]] = []
     for config in hub.configs:
         try:
-            rows += datasets.load_dataset(hub.id, config, split=split, **hub.kwargs).to_list()
-        except Exception as exc:  # offline, missing from the cache, renamed: all one fix
-            reason = " ".join(str(exc).split())[:160]
-            raise ConfigError(
-                f"{name}: the dataset {hub.describe()} split '{split}' is not reachable "
-                f"({type(exc).__name__}: {reason}); run once with network to fill the HF cache, "
-                f"or save it: {_save_hint(name, hub, split, config)}"
-            ) from None
+            table = datasets.load_dataset(hub.id, config, split=split, **hub.kwargs)
+        except Exception as exc:  # offline, missing from the cache, renamed, gated: one line each
+            raise _unreachable(name, hub, split, config, exc) from None
+        features = _features(hub, config)
+        if features is not None and hasattr(table, "cast_column"):
+            table = conform(table, features, f"{name}: {hub.id}{f' ({config})' if config else ''} split {split}")
+        rows += table.to_list()
     return rows
+
+
+def _from_files(name: str, hub: Hub, files: list[Path]) -> list[dict[str, Any]]:
+    from .catalogue.schema import load_files
+
+    _datasets(name, None)
+    where = f"{name}: {', '.join(map(str, files))}" if len(files) < 3 else f"{name}: {files[0].parent}"
+    return load_files(files, _features(hub, hub.configs[0]), where)
 
 
 def load_rows(name: str, hub: Hub, split: str, path: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
@@ -108,12 +149,12 @@ def load_rows(name: str, hub: Hub, split: str, path: str | os.PathLike[str] | No
         if not files:
             raise ConfigError(f"{name}: no {split}.jsonl, {split}.parquet or {split}/ under {path} "
                               f"(nor under {Path(path) / name})")
-        return [row for f in files for row in read_file(f)]
+        return _from_files(name, hub, files)
     data_dir = os.environ.get(DATA_DIR_ENV)
     if data_dir and (Path(data_dir) / name).is_dir():
         files = local_files(name, split, Path(data_dir) / name)
         if not files:
             raise ConfigError(f"{name}: {Path(data_dir) / name} has no {split}.jsonl, "
                               f"{split}.parquet or {split}/ folder")
-        return [row for f in files for row in read_file(f)]
+        return _from_files(name, hub, files)
     return _from_hub(name, hub, split)

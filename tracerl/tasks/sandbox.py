@@ -1,7 +1,8 @@
-"""Run untrusted Python (a model's code plus its tests) in a child process with limits.
+"""Run untrusted code (a model's program plus its tests, a terminal task's commands) with limits.
 
     result = run_python(program, Limits(timeout_s=5))
     result.ok, result.reason          # True, "passed" | False, "timeout after 5.0 s"
+    run_shell("grep -c ERROR log.txt > count.txt", work_folder)   # bash, in a folder that persists
 
 What it does, per run:
 
@@ -25,8 +26,8 @@ What it does, per run:
 
 **Where bubblewrap runs** (Debian's ``bubblewrap``; :mod:`.isolation`), all of this happens
 inside a boundary: new user, PID, mount, network, IPC and UTS namespaces, a read-only system
-with the caller's home hidden, the run's folder the one place it can write, a pids cgroup (or
-RLIMIT_NPROC) capping its processes, and every process of the run killed with it, ``setsid``
+with the caller's home hidden, the run's folder the one place it can write, pids and memory
+cgroups (or RLIMIT_NPROC) capping its processes and their memory together, and every process of the run killed with it, ``setsid``
 or not. The Python-level blocks stay, for their clear reasons; the namespaces hold without
 them (tests/test_sandbox_boundary.py makes the escape attempts through ``ctypes``).
 ``SandboxResult.isolation`` says ``"bwrap"``.
@@ -45,6 +46,7 @@ import contextlib
 import functools
 import logging
 import os
+import resource
 import secrets
 import shutil
 import signal
@@ -54,6 +56,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from . import isolation
 
@@ -176,13 +179,72 @@ def _say_not_a_boundary() -> None:
         "written to escape it (apt install bubblewrap; see tracerl/tasks/sandbox.py); said once")
 
 
-def run_python(source: str, limits: Limits | None = None) -> SandboxResult:
-    """Run ``source`` as ``__main__`` in a sandboxed child (see the module docstring)."""
-    limits = limits or Limits()
+def _limits_preexec(limits: Limits, nproc: int) -> Any:
+    """Set in the child before it execs (a shell's run, which has no boot script to set them)."""
+    def preexec() -> None:
+        cpu = int(limits.timeout_s) + 1
+        for which, value in ((resource.RLIMIT_AS, limits.memory_mb * 2**20), (resource.RLIMIT_CPU, cpu),
+                             (resource.RLIMIT_FSIZE, limits.output_bytes), (resource.RLIMIT_CORE, 0),
+                             (resource.RLIMIT_NPROC, nproc or resource.RLIM_INFINITY)):
+            with contextlib.suppress(ValueError, OSError):
+                resource.setrlimit(which, (value, value + 1 if which == resource.RLIMIT_CPU else value))
+    return preexec
+
+
+@dataclass
+class _Run:
+    """One child run: how it ended and what it wrote."""
+
+    returncode: int | None  # None: killed at the timeout
+    seconds: float
+    memory_killed: bool
+
+
+def _run(argv: list[str], folder: Path, work: str, env: dict[str, str], limits: Limits, boundary: bool,
+         use_netns: bool, *, stdin: bytes | None = None, merge: bool = False, setup: Any = None,
+         readonly: dict[str, str] | None = None) -> _Run:
+    """Run ``argv`` (``{nproc}`` replaced) in ``work`` under the boundary, the network namespace
+    or neither; stdout (and stderr, or both when ``merge``) go to files in ``folder``."""
+    start = time.monotonic()
+    with open(folder / "stdout", "wb") as out, open(folder / "stderr", "wb") as err, \
+            isolation.limits_cgroup(limits.processes if boundary else 0,
+                                    limits.memory_mb * 2**20 if boundary else 0) as groups:
+        # RLIMIT_NPROC counts every process of the user, so only where no pids cgroup counts them
+        counted = any((g / "pids.max").exists() for g in groups)
+        nproc = 0 if counted else limits.processes if boundary else 0
+        argv = [a.replace("{nproc}", str(nproc)) for a in argv]
+        if boundary:
+            argv = isolation.joined(isolation.wrap(argv, work, env, readonly), groups)
+        elif use_netns:
+            argv = [shutil.which("unshare") or "unshare", "-rn", *argv]
+        preexec = setup(nproc) if setup is not None else None
+        proc = subprocess.Popen(argv, cwd=work if not boundary else folder, env=env,
+                                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                                stdout=out, stderr=subprocess.STDOUT if merge else err,
+                                start_new_session=True, preexec_fn=preexec)
+        timed_out = False
+        try:
+            proc.communicate(input=stdin, timeout=limits.timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            _kill_group(proc.pid)
+            proc.wait()
+        killed = isolation.memory_exceeded(groups)
+    return _Run(None if timed_out else proc.returncode, time.monotonic() - start, killed)
+
+
+def _boundary(limits: Limits) -> tuple[bool, bool]:
     boundary = isolation.available() if limits.boundary is None else limits.boundary
     if not boundary and limits.boundary is None:
         _say_not_a_boundary()
-    use_netns = not boundary and (netns_available() if limits.netns is None else limits.netns)
+    return boundary, not boundary and (netns_available() if limits.netns is None else limits.netns)
+
+
+def run_python(source: str, limits: Limits | None = None) -> SandboxResult:
+    """Run ``source`` as ``__main__`` in a sandboxed child (see the module docstring)."""
+    limits = limits or Limits()
+    boundary, use_netns = _boundary(limits)
     nonce = secrets.token_hex(16)
     with tempfile.TemporaryDirectory(prefix="tracerl-sandbox-") as tmp:
         folder = Path(tmp)
@@ -192,32 +254,54 @@ def run_python(source: str, limits: Limits | None = None) -> SandboxResult:
         cpu = int(limits.timeout_s) + 1
         inside = isolation.WORK if boundary else tmp
         env = {"PATH": os.defpath, "HOME": inside, "TMPDIR": inside, "LANG": "C.UTF-8"}
-        start = time.monotonic()
-        with open(folder / "stdout", "wb") as out, open(folder / "stderr", "wb") as err, \
-                isolation.pids_cgroup(limits.processes if boundary else 0) as group:
-            # RLIMIT_NPROC counts every process of the user, so only where no cgroup counts them
-            argv = [sys.executable, "-I", "-B", "boot.py", str(limits.memory_mb * 2**20), str(cpu),
-                    str(limits.output_bytes), str(0 if group else limits.processes if boundary else 0)]
-            if boundary:
-                argv = isolation.joined(isolation.wrap(argv, folder, env), group)
-            elif use_netns:
-                argv = [shutil.which("unshare") or "unshare", "-rn", *argv]
-            proc = subprocess.Popen(argv, cwd=tmp, env=env, stdin=subprocess.PIPE, stdout=out, stderr=err,
-                                    start_new_session=True)
-            timed_out = False
-            try:
-                proc.communicate(input=(nonce + "\n").encode(), timeout=limits.timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-            finally:
-                _kill_group(proc.pid)
-                proc.wait()
-        seconds = time.monotonic() - start
+        argv = [sys.executable, "-I", "-B", "boot.py", str(limits.memory_mb * 2**20), str(cpu),
+                str(limits.output_bytes), "{nproc}"]
+        run = _run(argv, folder, tmp, env, limits, boundary, use_netns, stdin=(nonce + "\n").encode())
         stdout, stderr = _read(folder / "stdout"), _read(folder / "stderr")
         done = (folder / ".done").is_file() and (folder / ".done").read_text() == nonce
-        if timed_out:
+        if run.returncode is None:
             ok, reason = False, f"timeout after {limits.timeout_s:.1f} s"
+        elif run.memory_killed:
+            ok, reason = False, f"memory limit exceeded ({limits.memory_mb} MB)"
         else:
-            ok, reason = _reason(proc.returncode, folder / "stdout", stderr, limits, done)
-    return SandboxResult(ok, reason, None if timed_out else proc.returncode, stdout, stderr, seconds,
+            ok, reason = _reason(run.returncode, folder / "stdout", stderr, limits, done)
+    return SandboxResult(ok, reason, run.returncode, stdout, stderr, run.seconds,
                          "bwrap" if boundary else "netns" if use_netns else "python")
+
+
+SHELL_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def run_shell(script: str, work: str | os.PathLike[str], limits: Limits | None = None, *,
+              readonly: dict[str, str] | None = None, env: dict[str, str] | None = None) -> SandboxResult:
+    """Run ``script`` with ``bash`` in the existing folder ``work``, which keeps what it writes
+    (a terminal task's files persist from one command to the next). Under the boundary ``work``
+    is ``/tmp/work`` inside and ``readonly`` maps more host folders in, read-only (a task's own
+    folder, for its setup and tests); stdout and stderr are one stream, as on a terminal, in
+    ``stdout``. ``ok`` is exit status 0; ``reason`` says why not."""
+    limits = limits or Limits()
+    boundary, use_netns = _boundary(limits)
+    work = str(Path(work).resolve())
+    inside = isolation.WORK if boundary else work
+    environ = {"PATH": SHELL_PATH, "HOME": inside, "TMPDIR": inside, "LANG": "C.UTF-8", "TERM": "dumb",
+               **(env or {})}
+    if not boundary and readonly:
+        raise ValueError("readonly folders need the boundary (bubblewrap): a plain run sees them where they are")
+    with tempfile.TemporaryDirectory(prefix="tracerl-shell-") as tmp:
+        folder = Path(tmp)
+        run = _run(["/bin/bash", "-c", script], folder, work, environ, limits, boundary, use_netns, merge=True,
+                   setup=lambda nproc: _limits_preexec(limits, nproc), readonly=readonly)
+        output = _read(folder / "stdout")
+        size = (folder / "stdout").stat().st_size
+    if run.returncode is None:
+        ok, reason = False, f"timeout after {limits.timeout_s:.1f} s"
+    elif run.memory_killed:
+        ok, reason = False, f"memory limit exceeded ({limits.memory_mb} MB)"
+    elif run.returncode == -signal.SIGXFSZ or size >= limits.output_bytes:
+        ok, reason = False, f"output limit exceeded ({limits.output_bytes} bytes)"
+    elif run.returncode != 0:
+        ok, reason = False, f"exit status {run.returncode}"
+    else:
+        ok, reason = True, "exit status 0"
+    return SandboxResult(ok, reason, run.returncode, output, "", run.seconds,
+                         "bwrap" if boundary else "netns" if use_netns else "shell")

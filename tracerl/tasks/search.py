@@ -1,49 +1,50 @@
-"""A tiny BM25 index over a handful of passages, pure Python: the search tool of QA tasks.
+"""The search tool of the QA tasks: BM25 over a set of passages, by ``bm25s``.
 
     index = BM25(["Paris: Paris is the capital of France.", ...])
     index.search("capital of France", k=3)     # [(score, passage index), ...], best first
 
-BM25 (Robertson & Zaragoza, 2009), with k1 = 1.5, b = 0.75 and the non-negative idf
-``log(1 + (N - df + 0.5) / (df + 0.5))``. Tokens are lower-cased word characters, less a short
-stop-word list.
+``bm25s`` (sparse-matrix BM25, numpy only; ``pip install 'tracerl[tasks]'``) with its
+defaults: Lucene's BM25 variant, k1 = 1.5, b = 0.75, English stop words removed. Only
+passages with a positive score are returned: a query sharing no word with any passage finds
+nothing, as a search engine would say.
 """
 
 from __future__ import annotations
 
-import math
-import re
-from collections import Counter
+import functools
+from typing import Any
 
-_STOP = frozenset({
-    "a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "has", "have", "in", "is",
-    "it", "its", "of", "on", "or", "that", "the", "this", "to", "was", "were", "what", "which",
-    "who", "whom", "whose", "when", "where", "why", "how", "did", "do", "does", "with"
-})
+from tracerl.core.errors import require
 
 
-def tokenize(text: str) -> list[str]:
-    return [t for t in re.findall(r"\w+", text.lower()) if t not in _STOP]
+def _bm25s() -> Any:
+    return require("bm25s", "bm25s", "tasks", "the QA tasks' search tool")
 
 
 class BM25:
-    """Okapi BM25 over ``docs``; build once per corpus (a row's paragraphs or a split's)."""
+    """A BM25 index over ``docs``; build once per corpus (a row's paragraphs or a split's)."""
 
-    def __init__(self, docs: list[str], k1: float = 1.5, b: float = 0.75):
-        self.docs = docs
-        self.k1, self.b = k1, b
-        self._tf = [Counter(tokenize(d)) for d in docs]
-        self._len = [sum(tf.values()) for tf in self._tf]
-        self._avg = sum(self._len) / len(docs) if docs else 0.0
-        df = Counter(term for tf in self._tf for term in tf)
-        n = len(docs)
-        self._idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in df.items()}
-
-    def score(self, query: str, i: int) -> float:
-        tf, length = self._tf[i], self._len[i]
-        norm = self.k1 * (1 - self.b + self.b * length / (self._avg or 1.0))
-        return sum(self._idf[t] * tf[t] * (self.k1 + 1) / (tf[t] + norm) for t in tokenize(query) if t in tf)
+    def __init__(self, docs: list[str]):
+        self.docs = list(docs)
+        bm25s = _bm25s()
+        self._bm25s = bm25s
+        self._index = bm25s.BM25()
+        if self.docs:
+            self._index.index(bm25s.tokenize(self.docs, stopwords="en", show_progress=False), show_progress=False)
 
     def search(self, query: str, k: int = 3) -> list[tuple[float, int]]:
         """The ``k`` best (score, index) pairs with a positive score, best first."""
-        scored = [(self.score(query, i), i) for i in range(len(self.docs))]
-        return sorted((s for s in scored if s[0] > 0), key=lambda s: (-s[0], s[1]))[:k]
+        if not self.docs or not query.strip():
+            return []
+        tokens = self._bm25s.tokenize([query], stopwords="en", show_progress=False)
+        if not tokens.ids or not tokens.ids[0]:  # only stop words, or nothing the index knows
+            return []
+        found, scores = self._index.retrieve(tokens, k=min(k, len(self.docs)), show_progress=False)
+        hits = [(float(s), int(i)) for s, i in zip(scores[0], found[0]) if s > 0]
+        return sorted(hits, key=lambda h: (-h[0], h[1]))
+
+
+@functools.lru_cache(maxsize=256)
+def cached_index(docs: tuple[str, ...]) -> BM25:
+    """One index per distinct passage set: a group of rollouts of one task searches one corpus."""
+    return BM25(list(docs))

@@ -309,15 +309,21 @@ def make_math(field: str = "answer") -> RewardFn:
     Without math-verify (0.8 or later) it falls back, with one warning, to
     :func:`tracerl.tasks.graders.math.grade` (tracerl's own extraction and equivalence).
     """
-    equal: Callable[[str, str], bool] = math_equivalent
-    if _math_verify() is None:
+    if _math_verify() is None:  # said when the reward is made, not at the first episode
         _warn_no_math_verify()
-        equal = _legacy_equal
 
     def math_reward(task: Task, artifacts: Any) -> Rewards:
         want = str(reference(task)).strip()
-        return verdict(equal(want, answer_text(task, artifacts, field)))
+        return verdict(math_equal(want, answer_text(task, artifacts, field)))
     return math_reward
+
+
+def math_equal(gold: str, text: str) -> bool:
+    """:func:`math_equivalent` by math-verify; tracerl's own matching (one warning) without it."""
+    if _math_verify() is None:
+        _warn_no_math_verify()
+        return _legacy_equal(gold, text)
+    return math_equivalent(gold, text)
 
 
 def _legacy_equal(gold: str, text: str) -> bool:

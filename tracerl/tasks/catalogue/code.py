@@ -10,10 +10,10 @@ from typing import Any, ClassVar
 
 from tracerl.core.types import Task
 
-from .benchmarks import Benchmark
-from .graders.code import extract_code, humaneval_program, mbpp_program
-from .loaders import Hub
-from .sandbox import Limits, SandboxResult, run_python
+from ..benchmarks import Benchmark
+from ..graders.code import extract_code, humaneval_program, mbpp_program
+from ..loaders import Hub
+from ..sandbox import Limits, SandboxResult, run_python
 
 CODE_PROMPT = "Write Python code. Reply with the complete code in one ```python code block."
 LIMITS = Limits(timeout_s=10.0, memory_mb=1024)
@@ -26,6 +26,10 @@ def _run(program: str) -> SandboxResult:
 
 
 class CodeBenchmark(Benchmark):
+    domain = "code"
+    grader = "the reply's code runs the dataset's tests in the sandbox; 1 when all pass"
+    tool_names = ()
+
     def program(self, task: Task, code: str) -> str:
         raise NotImplementedError
 
@@ -36,16 +40,23 @@ class CodeBenchmark(Benchmark):
     def is_correct(self, task: Task, text: str | None) -> bool:
         return bool(text) and self.grade(task, text).ok
 
+    def solution(self, task: Task) -> str | None:
+        return f"```python\n{task.answer}\n```" if task.answer else None
+
 
 class HumanEval(CodeBenchmark):
     name = "humaneval"
     hub = Hub("openai/openai_humaneval")
     splits: ClassVar[dict[str, str]] = {"test": "test"}
     id_key = "task_id"
+    question_key = "prompt"
     description = "164 Python functions from docstrings (openai/openai_humaneval); sandboxed tests; eval only"
 
     def reference(self, row: dict[str, Any]) -> str:
         return row["canonical_solution"]
+
+    def solution(self, task: Task) -> str | None:
+        return f"```python\n{task.data['prompt']}{task.answer}\n```"
 
     def messages(self, task: Task) -> list[dict[str, Any]]:
         ask = f"Complete this function:\n```python\n{task.data['prompt']}```"
@@ -59,6 +70,7 @@ class MBPP(CodeBenchmark):
     name = "mbpp"
     hub = Hub("google-research-datasets/mbpp", ("full",))
     id_key = "task_id"
+    question_key = "text"
     description = "974 basic Python problems (google-research-datasets/mbpp full); sandboxed asserts"
 
     def reference(self, row: dict[str, Any]) -> str:
@@ -71,3 +83,6 @@ class MBPP(CodeBenchmark):
 
     def program(self, task: Task, code: str) -> str:
         return mbpp_program(task.data, code)
+
+
+BENCHMARKS: tuple[type[Benchmark], ...] = (HumanEval, MBPP)

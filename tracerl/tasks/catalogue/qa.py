@@ -17,10 +17,10 @@ from typing import Any
 
 from tracerl.core.types import Task
 
-from .benchmarks import Benchmark
-from .graders.math import extract_answer
-from .loaders import Hub
-from .search import BM25
+from ..benchmarks import Benchmark
+from ..graders.math import extract_answer
+from ..loaders import Hub
+from ..search import cached_index
 
 TOP_K = 3
 SYSTEM_PROMPT = ("Answer the question. Call the search tool to find Wikipedia passages. "
@@ -59,6 +59,9 @@ def paragraphs(context: dict[str, Any]) -> list[str]:
 
 class HotpotQA(Benchmark):
     name = "hotpotqa"
+    domain = "search-qa"
+    grader = "exact match after SQuAD normalisation (lower case, no punctuation or articles)"
+    tool_names = ("search",)
     hub = Hub("hotpotqa/hotpot_qa", ("distractor",))
     splits = {"train": "train", "test": "validation"}  # the hub's test split has no answers
     id_key = "id"
@@ -75,9 +78,15 @@ class HotpotQA(Benchmark):
         if name != "search":
             return f"error: unknown tool {name!r}"
         docs = paragraphs(task.data["context"])
-        hits = BM25(docs).search(str(arguments.get("query", "")), k=TOP_K)
+        hits = cached_index(tuple(docs)).search(str(arguments.get("query", "")), k=TOP_K)
         return json.dumps([docs[i] for _score, i in hits]) if hits else "no passage matches"
 
     def is_correct(self, task: Task, text: str | None) -> bool:
         answer = extract_answer(text)
         return answer is not None and normalize_answer(answer) == normalize_answer(task.answer)
+
+    def solution(self, task: Task) -> str | None:
+        return f"The answer is {task.answer}."
+
+
+BENCHMARKS: tuple[type[Benchmark], ...] = (HotpotQA,)

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from tracerl.core.types import Task
 
-from .synthetic import _draw
+from ..synthetic import _draw
 
 MOVES = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
 _MOVE = re.compile(r"move\s*:?\s*\**\s*(up|down|left|right)\b", re.IGNORECASE)
@@ -96,7 +96,10 @@ class FrozenLake:
     """The game as a task: ``tasks``/``messages``/``reward``/``is_correct`` plus :meth:`observe`."""
 
     name = "frozenlake"
-    default_agent = "tracerl.tasks.bench_agents:frozenlake_agent"
+    domain = "games"
+    grader = "replays every 'Move: <dir>' of the replies; 1 when a move lands on G"
+    tool_names: tuple[str, ...] = ()
+    default_agent = "tracerl.tasks.bench_agents:game_agent"
     description = "multi-step grid game: reach G around holes with 'Move: <dir>' replies; reward 1 at G"
 
     def __init__(self, size: int = 4, p_hole: float = 0.2, max_turns: int = 12):
@@ -135,3 +138,6 @@ class FrozenLake:
 
     def feedback(self, task: Task, text: str | None, turn: int) -> str | None:
         return None
+
+    def solution(self, task: Task) -> str:
+        return "\n".join(f"Move: {m}" for m in task.answer)

@@ -1,0 +1,174 @@
+"""``tracerl tasks list | show | check | dedup``: the task registry and the benchmark catalogue."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Any
+
+import typer
+
+app = typer.Typer(help="The task registry: what can be trained and evaluated.", no_args_is_help=True)
+
+PathOption = Annotated[str | None, typer.Option(
+    "--path", help="local data: a folder with NAME/<split>.jsonl|.parquet (as TRACERL_DATA_DIR), or one file")]
+
+
+def _spec(name: str) -> Any:
+    from tracerl import tasks
+
+    return tasks.get(name)
+
+
+def _source_line(spec: Any) -> str:
+    hub = getattr(spec.source, "hub", None)
+    if hub is None:
+        return "generated (no data needed)" if spec.domain != "user" else "your data"
+    configs = [c for c in hub.configs if c]
+    return hub.id + (f" ({', '.join(configs)})" if configs else "")
+
+
+@app.command("list")
+def list_tasks(
+    domain: Annotated[str | None, typer.Option(help="only this domain (math, code, finance, ...)")] = None,
+) -> None:
+    """Registered tasks: domain, where the data comes from, the splits it has, what it is."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from tracerl import tasks
+    from tracerl.core.errors import ConfigError
+
+    specs = [tasks.get(name) for name in tasks.names()]
+    domains = sorted({s.domain for s in specs})
+    if domain is not None and domain not in domains:
+        raise ConfigError(f"no task has domain {domain!r}; the domains are: {', '.join(domains)}")
+    table = Table("task", "domain", "source", "splits", "description")
+    shown = 0
+    for spec in sorted(specs, key=lambda s: (s.domain, s.name)):
+        if domain is not None and spec.domain != domain:
+            continue
+        splits = getattr(spec.source, "splits", None) or {"train": "", "test": ""}
+        table.add_row(spec.name, spec.domain, _source_line(spec), "/".join(sorted(splits, reverse=True)),
+                      spec.description)
+        shown += 1
+    Console().print(table)
+    print(f"{shown} tasks" + (f" in {domain}" if domain else f" in {len(domains)} domains"))
+
+
+def _sample_task(spec: Any, path: str | None) -> tuple[Any | None, str]:
+    """A task to show the prompt of: from the data when it can be read, else the declared example."""
+    from tracerl.core.errors import ConfigError
+
+    source = spec.source
+    split = "test" if "test" in getattr(source, "splits", {"test": ""}) else "train"
+    try:
+        found = spec.tasks(split, 1, seed=0, path=path) if path else spec.tasks(split, 1, seed=0)
+        if found:
+            return found[0], f"the {split} split's first task (seed 0)"
+    except ConfigError as exc:
+        example = _declared_example(source)
+        if example is None:
+            return None, str(exc)
+        return source.to_task(example, split), "the example row declared with the schema (its data is not here)"
+    return None, "the split is empty"
+
+
+def _declared_example(source: Any) -> dict[str, Any] | None:
+    hub = getattr(source, "hub", None)
+    if hub is None:
+        return None
+    from tracerl.tasks.catalogue.schema import schema_path
+
+    if not schema_path(hub.id).is_file():
+        return None
+    return source.declared().example
+
+
+@app.command("show")
+def show(name: Annotated[str, typer.Argument(help="a task name (tracerl tasks list)")], path: PathOption = None) -> None:
+    """Where a task's data comes from, its split sizes, its grader, its tools and a sample prompt."""
+    spec = _spec(name)
+    source = spec.source
+    print(f"{spec.name}: {spec.description}")
+    print(f"  domain   {spec.domain}")
+    print(f"  source   {_source_line(spec)}")
+    hub = getattr(source, "hub", None)
+    if hub is not None:
+        declared = source.declared()
+        print(f"  card     {declared.card} (revision {declared.revision}, read from the {declared.source})")
+        sizes = declared.split_sizes(hub.configs)
+        roles = [f"{role} = hub split '{split}' ({sizes.get(split, '?'):,} rows)" if isinstance(sizes.get(split), int)
+                 else f"{role} = hub split '{split}'" for role, split in source.splits.items()]
+        print(f"  splits   {'; '.join(roles)}" + ("; one hub split, 80/20 by row hash" if len(set(
+            source.splits.values())) < len(source.splits) else ""))
+        print(f"  columns  {', '.join(declared.features(hub.configs[0]))}")
+    grader = getattr(source, "grader", "") or "the task's own reward"
+    print(f"  grader   {grader}")
+    tools = getattr(source, "tool_names", ()) or ()
+    print(f"  tools    {', '.join(tools) if tools else 'none'}")
+    print(f"  agent    {spec.default_agent}")
+    task, whence = _sample_task(spec, path)
+    if task is None:
+        print(f"  sample   none: {whence}")
+        return
+    print(f"  sample   {whence}:")
+    for message in spec.messages(task):
+        content = str(message.get("content") or "")
+        cut = content if len(content) <= 600 else content[:600] + f" ... ({len(content):,} characters)"
+        print(f"    [{message['role']}] " + cut.replace("\n", "\n      "))
+
+
+@app.command("check")
+def check(
+    name: Annotated[str, typer.Argument(help="a catalogue benchmark")],
+    split: Annotated[str, typer.Option(help="train or test")] = "test",
+    n: Annotated[int, typer.Option(min=1, help="at most this many rows")] = 100_000,
+    path: PathOption = None,
+) -> None:
+    """Grade each row's reference solution: every row a grader cannot score 1 is a broken row
+    (or a grader bug), named with its id. Exit 1 when any is."""
+    from tracerl.core.errors import ConfigError
+
+    spec = _spec(name)
+    if not hasattr(spec.source, "solution"):
+        raise ConfigError(f"{name} is not a catalogue benchmark; check runs on those (tracerl tasks list)")
+    rows = spec.source.rows(split, path)[:n]
+    found = [spec.source.to_task(row, split) for row in rows]
+    bad, unsolvable = [], 0
+    for task in found:
+        reply = spec.source.solution(task)
+        if reply is None:
+            unsolvable += 1
+        elif not spec.is_correct(task, reply):
+            bad.append(task.id)
+    print(f"{name} {split}: {len(found)} rows; {len(found) - len(bad) - unsolvable} scored 1 by their reference, "
+          f"{len(bad)} not" + (f", {unsolvable} with no reference solution to try" if unsolvable else ""))
+    for task_id in bad[:20]:
+        print(f"  not solved by its reference: {task_id}")
+    if bad:
+        raise typer.Exit(1)
+
+
+@app.command("dedup")
+def dedup(
+    path: PathOption = None,
+    after: Annotated[bool, typer.Option(help="check the train rows as runs get them (same-domain copies "
+                                             "already dropped): any line left is a copy no run drops")] = False,
+) -> None:
+    """Train rows of the catalogue that are test problems of any catalogue benchmark."""
+    from collections import Counter
+
+    from tracerl.tasks.dedup import catalogue_overlaps
+
+    found, missing = catalogue_overlaps(path or os.environ.get("TRACERL_DATA_DIR"), after_dedup=after)
+    pairs = Counter((o.train, o.test, o.dropped) for o in found)
+    for (train, test, dropped), count in sorted(pairs.items()):
+        note = "dropped when loading" if dropped else "kept: another domain, drop it yourself"
+        example = next(o for o in found if (o.train, o.test) == (train, test))
+        print(f"{train} train: {count} rows are {test} test problems ({note}; e.g. {example.train_id} = "
+              f"{example.test_id})")
+    if not pairs:
+        print("no train row of the catalogue is a test problem of another benchmark"
+              + (" (after the loaders' dedup)" if after else ""))
+    if missing:
+        print(f"not checked (data not reachable here): {', '.join(missing)}")
