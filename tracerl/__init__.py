@@ -55,6 +55,7 @@ _EXPORTS: dict[str, str] = {
     "rollout": "tracerl.core.rollout_fn",
     "session": "tracerl.core.rollout",
     "setup_tracing": "tracerl.core.otel",
+    "tool_span": "tracerl.core.rollout",
     "uninstrument": "tracerl.adapters",
 }
 
@@ -101,6 +102,7 @@ __all__ = [
     "rollout",
     "session",
     "setup_tracing",
+    "tool_span",
     "train",
     "uninstrument",
 ]

@@ -65,7 +65,29 @@ def _span_label(s: SpanRecord) -> str:
     elif sc.PROMPT_IDS in a:
         extra = f" seq={a.get(sc.SEQUENCE)}"
     status = " [red]ERROR[/]" if s.status_code == "ERROR" else ""
-    return f"{escape(s.name)} [dim]{escape(str(kind))} {s.duration_s * 1000:.1f}ms{extra}[/]{status}"
+    label = f"{escape(s.name)} [dim]{escape(str(kind))} {s.duration_s * 1000:.1f}ms{extra}[/]{status}"
+    if sc.is_tool_span(a) and a.get("gen_ai.tool.call.arguments") is not None:
+        label += f"  [cyan]{_tool_input(a['gen_ai.tool.call.arguments'])}[/]"
+        if a.get("gen_ai.tool.call.result") is not None:
+            label += f" [dim]→ {_preview(str(a['gen_ai.tool.call.result']), 60)}[/]"
+    elif "tracerl.shell.exit_code" in a:  # a terminal task's setup or test run
+        label += f" [dim]exit {a['tracerl.shell.exit_code']}: {_preview(str(a.get('tracerl.shell.output', '')), 60)}[/]"
+    return label
+
+
+def _tool_input(arguments: Any) -> str:
+    """A tool call's input as a reader wants it: a shell command as the command, else the arguments."""
+    import json
+
+    value = arguments
+    if isinstance(arguments, str):
+        try:
+            value = json.loads(arguments)
+        except ValueError:
+            value = arguments
+    if isinstance(value, dict) and isinstance(value.get("command"), str):
+        return _preview("$ " + value["command"], 90)
+    return _preview(arguments if isinstance(arguments, str) else json.dumps(arguments), 90)
 
 
 def span_tree(records: list[SpanRecord]) -> Tree:

@@ -403,16 +403,64 @@ def emit_reward(
         attrs[sc.REWARD_AGENT] = agent
     if is_correct is not None:
         attrs[sc.REWARD_IS_CORRECT] = bool(is_correct)
+    with _tracer("emit_reward").start_as_current_span("tracerl.reward", attributes=attrs):
+        pass
+
+
+def _tracer(caller: str) -> trace.Tracer:
+    """The current session's tracer (its provider need not be the global one), else the global."""
     sess = _current.get()
     if sess is not None:
-        tracer = sess.tracing.tracer()
-    else:
-        if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
-            log.warning("tracerl.emit_reward: no tracing is set up, so the reward goes nowhere; "
-                        "call it inside tracerl.session() or after tracerl.setup_tracing()")
-        tracer = get_tracer()
-    with tracer.start_as_current_span("tracerl.reward", attributes=attrs):
-        pass
+        return sess.tracing.tracer()
+    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        log.warning("tracerl.%s: no tracing is set up, so the span goes nowhere; "
+                    "call it inside tracerl.session() or after tracerl.setup_tracing()", caller)
+    return get_tracer()
+
+
+class ToolCallSpan:
+    """The span of one tool call (:func:`tool_span`): set what the tool returned with :meth:`result`."""
+
+    def __init__(self, span: trace.Span, content: bool):
+        self.span, self._content = span, content
+
+    def result(self, value: Any, *, error: str | None = None, **attributes: Any) -> None:
+        """What the tool returned (``gen_ai.tool.call.result``), more attributes, and an error
+        status when the tool itself failed (not when it ran and reported a failure)."""
+        if self._content:
+            self.span.set_attribute("gen_ai.tool.call.result", value if isinstance(value, str) else _json_text(value))
+        for key, item in attributes.items():
+            self.span.set_attribute(key, item)
+        if error:
+            self.span.set_status(Status(StatusCode.ERROR, error[:200]))
+
+
+def _json_text(value: Any) -> str:
+    import json
+
+    return json.dumps(value, default=str)
+
+
+@contextlib.contextmanager
+def tool_span(name: str, arguments: Any = None, *, call_id: str | None = None,
+              content: bool = True) -> Iterator[ToolCallSpan]:
+    """Record a tool call of the current episode as an OpenTelemetry GenAI ``execute_tool`` span,
+    for agents that run their tools themselves (no framework adapter to record them)::
+
+        with tracerl.tool_span("shell", {"command": cmd}, call_id=call["id"]) as span:
+            out = run(cmd)
+            span.result(out)
+
+    ``content=False`` leaves out the arguments and the result (``gen_ai.tool.call.*`` are
+    opt-in content in the GenAI conventions). An exception inside is recorded and re-raised."""
+    attrs: dict[str, Any] = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
+                             "gen_ai.tool.type": "function"}
+    if call_id:
+        attrs["gen_ai.tool.call.id"] = call_id
+    if content and arguments is not None:
+        attrs["gen_ai.tool.call.arguments"] = arguments if isinstance(arguments, str) else _json_text(arguments)
+    with _tracer("tool_span").start_as_current_span(f"execute_tool {name}", attributes=attrs) as span:
+        yield ToolCallSpan(span, content)
 
 
 def __getattr__(name: str) -> Any:

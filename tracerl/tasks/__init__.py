@@ -38,6 +38,7 @@ from .catalogue import benchmarks
 from .data import DataConfig, UserTasks, load_data, load_tasks, rows_to_tasks, split_tasks
 from .games import GAMES
 from .synthetic import TASKS
+from .terminal import BuiltinTerminalTasks
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,7 @@ REGISTRY: dict[str, TaskSpec] = {
     "multiturn": TaskSpec("multiturn", TASKS["multiturn"], _AGENT,
                           "arithmetic with 'Wrong, try again.' feedback, up to 3 turns"),
 }
-for _source in (*benchmarks(), *(game() for game in GAMES)):
+for _source in (*benchmarks(), *(game() for game in GAMES), BuiltinTerminalTasks()):
     REGISTRY[_source.name] = TaskSpec(_source.name, _source, _source.default_agent, _source.description)
 del _source
 

@@ -35,12 +35,29 @@ _SUFFIXES = (".jsonl", ".json", ".parquet")
 class Hub:
     """Where a benchmark lives on the Hugging Face Hub. Several ``configs`` are concatenated.
 
-    ``kwargs`` go to ``load_dataset`` as they are (``revision``, ``data_files`` for datasets
-    whose loading script ``datasets`` no longer runs)."""
+    ``kwargs`` go to ``load_dataset`` as they are (``revision``). ``files`` maps a hub split to
+    the repository's data files (globs) for a dataset whose repository still holds a loading
+    script, which ``datasets`` 4 and later refuse to run: those files are read by the ``json``
+    (or ``builder``) loader from ``hf://datasets/<id>@<revision>/...``, with the declared
+    features (JSON lists of objects with different keys are inferred wrongly otherwise)."""
 
     id: str
     configs: tuple[str | None, ...] = (None,)
     kwargs: dict[str, Any] = field(default_factory=dict)
+    files: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    builder: str = "json"
+
+    def load_args(self, config: str | None, split: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The arguments of ``datasets.load_dataset`` for ``config``'s ``split``."""
+        if not self.files:
+            return (self.id, config), {"split": split, **self.kwargs}
+        if split not in self.files:
+            raise ConfigError(f"{self.id}: no data files are known for split {split!r} "
+                              f"(known: {', '.join(sorted(self.files))})")
+        revision = self.kwargs.get("revision", "main")
+        paths = [f"hf://datasets/{self.id}@{revision}/{p}" for p in self.files[split]]
+        extra = {k: v for k, v in self.kwargs.items() if k != "revision"}
+        return (self.builder,), {"data_files": {split: paths}, "split": split, **extra}
 
     def describe(self) -> str:
         configs = [c for c in self.configs if c]
@@ -75,8 +92,11 @@ def _save_hint(name: str, hub: Hub, split: str, config: str | None) -> str:
     """A one-liner that saves the split where TRACERL_DATA_DIR=data will find it."""
     many = len(hub.configs) > 1
     target = f"data/{name}/{split}/{config}.jsonl" if many else f"data/{name}/{split}.jsonl"
-    args = [repr(hub.id), *([repr(config)] if config else []), f"split={split!r}",
-            *(f"{k}={v!r}" for k, v in hub.kwargs.items())]
+    try:
+        positional, keywords = hub.load_args(config, split)
+    except ConfigError:
+        positional, keywords = (hub.id, config), {"split": split}
+    args = [repr(a) for a in positional if a is not None] + [f"{k}={v!r}" for k, v in keywords.items()]
     each = " (once per config)" if many else ""
     return (f"python -c \"import datasets; datasets.load_dataset({', '.join(args)})"
             f".to_json('{target}')\"{each} and set {DATA_DIR_ENV}=data (or pass path=)")
@@ -123,11 +143,14 @@ def _from_hub(name: str, hub: Hub, split: str) -> list[dict[str, Any]]:
     datasets = _datasets(name, split)
     rows: list[dict[str, Any]] = []
     for config in hub.configs:
+        features = _features(hub, config)
+        positional, keywords = hub.load_args(config, split)
+        if hub.files and features is not None:
+            keywords["features"] = features
         try:
-            table = datasets.load_dataset(hub.id, config, split=split, **hub.kwargs)
+            table = datasets.load_dataset(*positional, **keywords)
         except Exception as exc:  # offline, missing from the cache, renamed, gated: one line each
             raise _unreachable(name, hub, split, config, exc) from None
-        features = _features(hub, config)
         if features is not None and hasattr(table, "cast_column"):
             table = conform(table, features, f"{name}: {hub.id}{f' ({config})' if config else ''} split {split}")
         rows += table.to_list()

@@ -260,8 +260,17 @@ function callTree(spans) {
   const build = (parent) => el("ul", {}, ...(kids.get(parent) || []).sort((a, b) => a.start_ns - b.start_ns).map((s) => el("li", {},
     el("span", {class: s.status === "ERROR" ? "err" : s.gateway ? "gw" : ""}, s.name), " ",
     el("span", {class: "dim"}, `${s.kind} ${s.duration_ms.toFixed(1)} ms${s.gateway ? " · gateway tokens" : ""}${s.message ? " · " + s.message : ""}`),
-    kids.has(s.span_id) ? build(s.span_id) : null)));
+    toolIO(s.attributes), kids.has(s.span_id) ? build(s.span_id) : null)));
   return el("div", {class: "tree"}, build(null));
+}
+
+// A tool call's input and output under its span: a shell command as "$ command", then what it printed.
+function toolIO(a) {
+  const args = a["gen_ai.tool.call.arguments"], result = a["gen_ai.tool.call.result"] ?? a["tracerl.shell.output"];
+  if (args === undefined && result === undefined) return null;
+  let input = args;
+  try { const parsed = JSON.parse(args); if (parsed && typeof parsed.command === "string") input = "$ " + parsed.command; } catch (e) { /* not JSON: as written */ }
+  return el("pre", {class: "tool-io"}, [input, result].filter((x) => x !== undefined && x !== "").join("\n"));
 }
 
 function tokenStyle(mode, mask, adv, lp, gap) {

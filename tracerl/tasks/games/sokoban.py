@@ -99,7 +99,7 @@ def generate(rng: random.Random, size: int, boxes: int, pulls: int, min_moves: i
 
 
 def render(data: dict[str, Any], state: State) -> str:
-    walls, targets = {tuple(w) for w in data["walls"]}, {tuple(t) for t in data["targets"]}
+    walls, targets = {_cell(w) for w in data["walls"]}, {_cell(t) for t in data["targets"]}
     player, boxes = state
     rows = []
     for r in range(data["size"]):
@@ -119,10 +119,15 @@ def render(data: dict[str, Any], state: State) -> str:
     return "\n".join(rows)
 
 
+def _cell(value: Any) -> Cell:
+    # a room's cells arrive as lists once its data has crossed JSON (a span, a file)
+    return int(value[0]), int(value[1])
+
+
 def _start(data: dict[str, Any]) -> tuple[frozenset[Cell], frozenset[Cell], State]:
-    walls = frozenset(tuple(w) for w in data["walls"])
-    targets = frozenset(tuple(t) for t in data["targets"])
-    return walls, targets, (tuple(data["player"]), frozenset(tuple(b) for b in data["boxes"]))  # type: ignore[return-value]
+    walls = frozenset(_cell(w) for w in data["walls"])
+    targets = frozenset(_cell(t) for t in data["targets"])
+    return walls, targets, (_cell(data["player"]), frozenset(_cell(b) for b in data["boxes"]))
 
 
 def play(data: dict[str, Any], moves: list[str]) -> tuple[bool, State]:

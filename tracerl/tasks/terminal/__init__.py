@@ -1,0 +1,213 @@
+"""The terminal environment: tasks done at a bash shell, each a folder, scored by its own test script.
+
+A task folder (the format Terminal-Bench uses, without the container)::
+
+    count-errors/
+      instruction.md     what the agent is asked (required)
+      test.sh            decides the reward after the episode: exit status 0 -> 1.0, else 0.0 (required)
+      solution.sh        a reference solution: test.sh must pass after it, and fail after nothing
+      setup.sh           optional: prepares the work folder before the agent starts (files, a git repo)
+      task.yaml          optional: split (train | test), max_turns, command_timeout_s, test_timeout_s
+      files/             optional: copied into the work folder before setup.sh
+
+Every episode gets a fresh work folder. ``setup.sh``, the agent's commands and ``test.sh`` all
+run there with ``bash``, in the code sandbox (:func:`~tracerl.tasks.sandbox.run_shell`: under
+bubblewrap no network, a read-only system, the work folder the one writable place, limits on
+memory, CPU, processes and output). The task's own folder is visible only to ``setup.sh`` and
+``test.sh``, as ``$TASK_DIR``: the agent cannot read the tests or the solution. Each command is a
+new ``bash``: files persist between commands, the current folder and variables do not.
+
+``tracerl tasks check terminal`` runs every task's solution and a no-op through its tests (the
+solution must score 1 and doing nothing 0, as Terminal-Bench checks its tasks). Your own tasks:
+``register("my-terminal", "path/to/folder-of-task-folders")``, then ``tracerl train my-terminal``
+from code that imports it, or put them under ``$TRACERL_DATA_DIR/terminal/`` to add them to the
+built-in ``terminal`` task.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tracerl.core.errors import ConfigError
+from tracerl.core.types import Task
+
+BUILTIN = Path(__file__).parent / "tasks"
+TEST_FRACTION = 0.2
+SYSTEM_PROMPT = (
+    "You are at a bash shell in a Linux work folder. Each reply of yours is run there as a command (or a "
+    "short script in one ```bash block) and you then see its output and exit status. Work step by step. "
+    "When the task is done, reply: exit"
+)
+
+
+@dataclass(frozen=True)
+class TerminalTask:
+    """One task folder, read and checked (see the module docstring)."""
+
+    name: str
+    folder: Path
+    instruction: str
+    split: str | None
+    max_turns: int = 10
+    command_timeout_s: float = 10.0
+    test_timeout_s: float = 30.0
+
+    def script(self, name: str) -> str | None:
+        path = self.folder / name
+        return path.read_text(encoding="utf-8") if path.is_file() else None
+
+
+def read_task(folder: str | os.PathLike[str]) -> TerminalTask:
+    """The task in ``folder``; a ConfigError line names the folder and what is missing or wrong."""
+    path = Path(folder)
+    for required in ("instruction.md", "test.sh"):
+        if not (path / required).is_file():
+            raise ConfigError(f"terminal task {path}: no {required} (a task folder holds instruction.md, "
+                              "test.sh, solution.sh and optionally setup.sh, task.yaml, files/)")
+    settings: dict[str, Any] = {}
+    if (path / "task.yaml").is_file():
+        import yaml
+
+        loaded = yaml.safe_load((path / "task.yaml").read_text(encoding="utf-8")) or {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"terminal task {path}: task.yaml must be a mapping of settings")
+        unknown = set(loaded) - {"split", "max_turns", "command_timeout_s", "test_timeout_s"}
+        if unknown:
+            raise ConfigError(f"terminal task {path}: task.yaml has unknown settings {sorted(unknown)} "
+                              "(known: split, max_turns, command_timeout_s, test_timeout_s)")
+        settings = loaded
+    split = settings.pop("split", None)
+    if split not in (None, "train", "test"):
+        raise ConfigError(f"terminal task {path}: split must be train or test, not {split!r}")
+    instruction = (path / "instruction.md").read_text(encoding="utf-8").strip()
+    if not instruction:
+        raise ConfigError(f"terminal task {path}: instruction.md is empty")
+    return TerminalTask(path.name, path, instruction, split, **settings)
+
+
+def read_tasks(root: str | os.PathLike[str]) -> list[TerminalTask]:
+    """Every task folder directly under ``root`` (folders holding an instruction.md), by name."""
+    folder = Path(root)
+    if not folder.is_dir():
+        raise ConfigError(f"terminal tasks: {folder} is not a folder of task folders")
+    found = [read_task(p) for p in sorted(folder.iterdir()) if (p / "instruction.md").is_file()]
+    if not found:
+        raise ConfigError(f"terminal tasks: no task folder (with an instruction.md) under {folder}")
+    return found
+
+
+def _split_of(task: TerminalTask) -> str:
+    if task.split is not None:
+        return task.split
+    digest = hashlib.sha256(task.name.encode()).digest()
+    return "test" if int.from_bytes(digest[:4], "big") < TEST_FRACTION * 2**32 else "train"
+
+
+class TerminalTasks:
+    """A set of terminal tasks as a registry task source (``tasks``/``messages``/``tools``...)."""
+
+    domain = "terminal"
+    grader = "the task's test.sh, run in the work folder after the episode; exit status 0 scores 1"
+    tool_names = ("shell",)
+    default_agent = "tracerl.tasks.terminal.agent:terminal_agent"
+    max_turns = 10
+
+    def __init__(self, name: str, roots: list[Path], description: str):
+        self.name, self.roots, self.description = name, roots, description
+
+    def all(self) -> list[TerminalTask]:
+        found: dict[str, TerminalTask] = {}
+        for root in self.roots:
+            for task in read_tasks(root):
+                found[task.name] = task  # a later root's task of the same name replaces a built-in one
+        return list(found.values())
+
+    def find(self, task: Task) -> TerminalTask:
+        """The task folder a Task was made from."""
+        return read_task(task.data["folder"])
+
+    def tasks(self, split: str, n: int, seed: int = 0) -> list[Task]:
+        if split not in ("train", "test"):
+            raise ConfigError(f"{self.name}: split must be train or test, not {split!r}")
+        pool = sorted((t for t in self.all() if _split_of(t) == split), key=lambda t: t.name)
+        out: list[Task] = []
+        epoch = 0
+        rng = random.Random(f"{self.name}:{split}:{seed}")
+        while len(out) < n and pool and (epoch == 0 or split == "train"):
+            order = pool[:]
+            rng.shuffle(order)
+            out += [self._task(t, split, epoch) for t in order[: n - len(out)]]
+            epoch += 1
+        return out
+
+    def _task(self, task: TerminalTask, split: str, epoch: int) -> Task:
+        suffix = f"/e{epoch}" if epoch else ""
+        return Task(id=f"{self.name}/{task.name}{suffix}", dataset=self.name, split=split,
+                    data={"task": task.name, "instruction": task.instruction, "folder": str(task.folder)})
+
+    def messages(self, task: Task) -> list[dict[str, Any]]:
+        return [{"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": f"{task.data['instruction']}\n\nThe work folder is your current folder."}]
+
+    def tools(self, task: Task) -> list[dict[str, Any]]:
+        from .agent import SHELL_TOOL
+
+        return [SHELL_TOOL]
+
+    def feedback(self, task: Task, text: str | None, turn: int) -> str | None:
+        return None
+
+    def is_correct(self, task: Task, text: str | None) -> bool:
+        """Replay ``text`` as the agent's commands in a fresh work folder, then run the tests."""
+        from .environment import Workspace
+
+        if not text or not text.strip():
+            return False
+        with Workspace(self.find(task)) as work:
+            work.run(text)
+            return work.test().ok
+
+    def reward(self, task: Task, text: str | None, turns: int = 1) -> float:
+        return 1.0 if self.is_correct(task, text) else 0.0
+
+    def solution(self, task: Task) -> str | None:
+        return self.find(task).script("solution.sh")
+
+
+def builtin_roots() -> list[Path]:
+    """The built-in tasks, and ``$TRACERL_DATA_DIR/terminal/`` where it exists (read at use)."""
+    roots = [BUILTIN]
+    data_dir = os.environ.get("TRACERL_DATA_DIR")
+    if data_dir and (Path(data_dir) / "terminal").is_dir():
+        roots.append(Path(data_dir) / "terminal")
+    return roots
+
+
+class BuiltinTerminalTasks(TerminalTasks):
+    """The built-in tasks, plus any under ``$TRACERL_DATA_DIR/terminal/``."""
+
+    def __init__(self) -> None:
+        super().__init__("terminal", [BUILTIN], "shell tasks in a sandboxed work folder (files, text processing, "
+                         "git), scored by each task's test script")
+
+    def all(self) -> list[TerminalTask]:
+        self.roots = builtin_roots()
+        return super().all()
+
+
+def register(name: str, folder: str | os.PathLike[str], *, replace: bool = False) -> Any:
+    """Register the task folders under ``folder`` as task ``name`` (``tracerl train NAME``)."""
+    from tracerl.tasks import REGISTRY, TaskSpec
+
+    if name in REGISTRY and not replace:
+        raise ConfigError(f"task {name!r} is already registered; pick another name or pass replace=True")
+    source = TerminalTasks(name, [Path(folder)], f"terminal tasks in {folder}")
+    source.all()  # read them now: a broken task folder is an error here, not mid-run
+    spec = TaskSpec(name, source, source.default_agent, source.description)
+    REGISTRY[name] = spec
+    return spec

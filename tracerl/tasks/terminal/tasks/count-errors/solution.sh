@@ -1,0 +1,1 @@
+grep -c ERROR app.log > errors.txt

@@ -1,0 +1,1 @@
+[ -f total.txt ] && [ "$(tr -d '[:space:]' < total.txt)" = "800" ]

@@ -1,0 +1,1 @@
+[ "$(tr -d '[:space:]' < email.txt 2>/dev/null)" = "ada@engine.example" ]

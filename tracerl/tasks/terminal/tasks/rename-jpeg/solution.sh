@@ -1,0 +1,1 @@
+for f in photos/*.jpeg; do mv "$f" "${f%.jpeg}.jpg"; done
