@@ -4,6 +4,7 @@ Python-level blocks would otherwise stop them first: the namespaces must hold on
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sys
@@ -170,12 +171,18 @@ assert all(rc == 0 for rc, _ in said), f'refused: {said}'
     assert all(rc == -1 for rc, _ in said), said
 
 
-def test_no_cgroup_is_left_behind():
-    before = _groups()
-    run("print(1)")
-    assert _groups() == before
+def test_no_cgroup_is_left_behind(monkeypatch):
+    made: list[Path] = []
+    real = isolation.limits_cgroup
 
+    @contextlib.contextmanager
+    def recording(*args, **kwargs):
+        with real(*args, **kwargs) as groups:
+            made.extend(groups)
+            yield groups
 
-def _groups() -> set[str]:
-    return {f"{root}/{p.name}" for root in isolation._roots().values() for p in root.iterdir()
-            if p.name.startswith("tracerl-sandbox-")}
+    monkeypatch.setattr(isolation, "limits_cgroup", recording)
+    assert run("print(1)").ok
+    if isolation._roots():
+        assert made, "the run made no cgroup where one can be made"
+    assert made == [] or not any(g.exists() for g in made)

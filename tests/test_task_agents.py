@@ -18,8 +18,8 @@ def _settings(server):
 
 
 def test_chat_agent_solves_a_math_benchmark_task(tracing):
-    task = next(t for t in tasks.get("gsm8k").tasks("test", 3, path=DATA) if t.answer == "12")
-    with ScriptedServer(lambda messages, tools: "42 - 30 = 12. The answer is \\boxed{12}.",
+    task = next(t for t in tasks.get("gsm8k").tasks("test", 3, path=DATA) if t.answer == "1500")
+    with ScriptedServer(lambda messages, tools: "250 * 6 = 1500. The answer is \\boxed{1500}.",
                         tracer_provider=tracing.provider) as server:
         episode = chat_agent(task, _settings(server), tracing=tracing)
     assert episode.reward == 1.0 and episode.is_correct is True

@@ -25,14 +25,20 @@ def _load(name: str, split: str = "test"):
 
 
 def test_the_registry_lists_every_task_with_an_importable_default_agent():
-    assert tasks.names() == sorted([*SYNTHETIC, *REAL, "frozenlake"])
+    from tracerl.tasks.catalogue import benchmarks
+
+    catalogue = [b.name for b in benchmarks()]
+    assert tasks.names() == sorted([*SYNTHETIC, *catalogue, "frozenlake", "sokoban", "wordle", "terminal"])
+    assert set(REAL) <= set(catalogue)
     for name in tasks.names():
         spec = tasks.get(name)
         module, fn = spec.default_agent.split(":")
         assert callable(getattr(importlib.import_module(module), fn)), name
         assert spec.description and spec.name == name
-    with pytest.raises(tasks.ConfigError, match="known tasks: aime"):
+    with pytest.raises(tasks.ConfigError, match=r"unknown task 'nope' \(tracerl tasks list shows all \d+\)"):
         tasks.get("nope")
+    with pytest.raises(tasks.ConfigError, match="did you mean gsm8k"):
+        tasks.get("gsm8")
 
 
 def test_synthetic_tasks_keep_their_api():

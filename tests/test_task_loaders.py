@@ -15,7 +15,7 @@ from tracerl.core.types import Task
 
 DATA = Path(__file__).parent / "data"
 # name -> (a tracerl split it has, number of rows in tests/data)
-LOCAL = {"gsm8k": ("test", 3), "math500": ("test", 3), "hendrycks_math": ("test", 3), "aime": ("test", 3),
+LOCAL = {"gsm8k": ("test", 3), "math500": ("test", 4), "hendrycks_math": ("test", 5), "aime": ("test", 5),
          "finqa": ("test", 3), "humaneval": ("test", 3), "mbpp": ("test", 3), "hotpotqa": ("test", 3)}
 
 
@@ -43,9 +43,11 @@ def test_local_rows_load_through_path_and_the_data_dir(name, monkeypatch):
 
 def test_references_are_taken_from_each_schema():
     by_name = {name: tasks.get(name).tasks(LOCAL[name][0], 10, path=DATA) for name in LOCAL}
-    assert sorted(t.answer for t in by_name["gsm8k"]) == ["12", "1500", "25"]
-    assert sorted(t.answer for t in by_name["hendrycks_math"]) == ["10", "\\frac{5}{6}", "\\left( -2, 2 \\right)"]
-    assert {t.id for t in by_name["math500"]} >= {"math500/test/algebra/9003.json"}
+    assert sorted(t.answer for t in by_name["gsm8k"]) == ["1500", "18", "3"]
+    assert sorted(t.answer for t in by_name["hendrycks_math"]) == [
+        "9", "\\frac{14}{3}", "\\frac{5}{6}", "\\left( -2, 2 \\right)", "\\left( 3, \\frac{\\pi}{2} \\right)"]
+    assert {t.id for t in by_name["math500"]} >= {"math500/test/algebra/2584.json"}
+    assert {t.id: t.answer for t in by_name["aime"]}["aime/0"] == "116"
     assert {t.answer for t in by_name["hotpotqa"]} == {"Mount Tarn", "1998", "Copper Hill Bridge"}
 
 
@@ -81,7 +83,7 @@ def test_parquet_files_and_split_folders_load(tmp_path):
     (tmp_path / "gsm8k" / "test").mkdir(parents=True)
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "gsm8k" / "test" / "part-0.parquet")
     loaded = tasks.get("gsm8k").tasks("test", 5, path=tmp_path)
-    assert sorted(t.answer for t in loaded) == ["12", "1500", "25"]
+    assert sorted(t.answer for t in loaded) == ["1500", "18", "3"]
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "one.parquet")
     assert len(tasks.get("gsm8k").tasks("test", 5, path=tmp_path / "one.parquet")) == 3
 

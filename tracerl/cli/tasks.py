@@ -27,9 +27,45 @@ def _source_line(spec: Any) -> str:
     return hub.id + (f" ({', '.join(configs)})" if configs else "")
 
 
+def _splits(spec: Any) -> str:
+    """A task's roles with the hub split each reads and its declared size: "train: train (7,473)"."""
+    source = spec.source
+    hub = getattr(source, "hub", None)
+    if hub is None:
+        return "train, test (generated)" if spec.domain in ("synthetic", "games") else "train, test"
+    sizes = source.declared().split_sizes(hub.configs)
+    shared = len(set(source.splits.values())) < len(source.splits)
+    parts = []
+    for role, split in sorted(source.splits.items(), reverse=True):
+        size = sizes.get(split)
+        share = "" if not shared else " x0.8" if role == "train" else " x0.2"
+        parts.append(f"{role}: {split} ({size:,}{share})" if size else f"{role}: {split}")
+    return "; ".join(parts)
+
+
+def markdown(specs: list[Any]) -> str:
+    """The catalogue as a Markdown table (docs/benchmarks.md holds this, kept equal by a test)."""
+    lines = ["| task | domain | dataset | splits (hub split, declared rows) | grader | tools |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for spec in sorted(specs, key=lambda s: (s.domain, s.name)):
+        hub = getattr(spec.source, "hub", None)
+        if hub is not None:
+            configs = [c for c in hub.configs if c]
+            shown = f"{hub.id}" + (f" ({', '.join(configs)})" if len(configs) == 1 else
+                                   f" ({len(configs)} configs)" if configs else "")
+            dataset = f"[{shown}](https://huggingface.co/datasets/{hub.id})"
+        else:
+            dataset = "built-in task folders" if spec.domain == "terminal" else "generated"
+        grader = (getattr(spec.source, "grader", "") or "its own reward").replace("|", "\\|")
+        tools = ", ".join(getattr(spec.source, "tool_names", ()) or ()) or "-"
+        lines.append(f"| {spec.name} | {spec.domain} | {dataset} | {_splits(spec)} | {grader} | {tools} |")
+    return "\n".join(lines) + "\n"
+
+
 @app.command("list")
 def list_tasks(
     domain: Annotated[str | None, typer.Option(help="only this domain (math, code, finance, ...)")] = None,
+    as_markdown: Annotated[bool, typer.Option("--markdown", help="print the catalogue as a Markdown table")] = False,
 ) -> None:
     """Registered tasks: domain, where the data comes from, the splits it has, what it is."""
     from rich.console import Console
@@ -42,6 +78,9 @@ def list_tasks(
     domains = sorted({s.domain for s in specs})
     if domain is not None and domain not in domains:
         raise ConfigError(f"no task has domain {domain!r}; the domains are: {', '.join(domains)}")
+    if as_markdown:
+        print(markdown([s for s in specs if domain is None or s.domain == domain]), end="")
+        return
     table = Table("task", "domain", "source", "splits", "description")
     shown = 0
     for spec in sorted(specs, key=lambda s: (s.domain, s.name)):

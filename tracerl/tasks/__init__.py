@@ -34,7 +34,7 @@ from typing import Any
 from tracerl.core.errors import ConfigError
 from tracerl.core.types import Task
 
-from .catalogue import benchmarks
+from .catalogue import benchmarks as _catalogue
 from .data import DataConfig, UserTasks, load_data, load_tasks, rows_to_tasks, split_tasks
 from .games import GAMES
 from .synthetic import TASKS
@@ -107,7 +107,7 @@ REGISTRY: dict[str, TaskSpec] = {
     "multiturn": TaskSpec("multiturn", TASKS["multiturn"], _AGENT,
                           "arithmetic with 'Wrong, try again.' feedback, up to 3 turns"),
 }
-for _source in (*benchmarks(), *(game() for game in GAMES), BuiltinTerminalTasks()):
+for _source in (*_catalogue(), *(game() for game in GAMES), BuiltinTerminalTasks()):
     REGISTRY[_source.name] = TaskSpec(_source.name, _source, _source.default_agent, _source.description)
 del _source
 
@@ -166,8 +166,11 @@ def get(name: str) -> TaskSpec:
     try:
         return REGISTRY[name]
     except KeyError:
-        known = ", ".join(sorted(REGISTRY))
-        raise ConfigError(f"unknown task {name!r}; known tasks: {known}") from None
+        import difflib
+
+        close = difflib.get_close_matches(name, list(REGISTRY), n=3, cutoff=0.6)
+        guess = f"; did you mean {' or '.join(close)}?" if close else ""
+        raise ConfigError(f"unknown task {name!r}{guess} (tracerl tasks list shows all {len(REGISTRY)})") from None
 
 
 def names() -> list[str]:

@@ -59,6 +59,7 @@ class Benchmark:
     max_turns: ClassVar[int] = 1
     id_key: ClassVar[str | None] = None  # the column holding a row id, if the dataset has one
     question_key: ClassVar[str] = "question"  # the column holding the problem statement
+    reference_solutions: ClassVar[bool] = True  # whether rows carry what solution() builds a reply from
 
     # -- hooks -----------------------------------------------------------------------------
 

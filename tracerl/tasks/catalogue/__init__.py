@@ -8,9 +8,9 @@ Benchmark` classes; ``schemas/`` holds what each dataset declares about its colu
 from __future__ import annotations
 
 from ..benchmarks import Benchmark
-from . import choice, code, finance, instructions, math, qa, tools
+from . import choice, code, code_io, finance, instructions, math, math_train, qa, tools
 
-MODULES = (math, code, finance, qa, choice, tools, instructions)
+MODULES = (math, math_train, code, code_io, finance, qa, choice, tools, instructions)
 
 
 def benchmarks() -> list[Benchmark]:
