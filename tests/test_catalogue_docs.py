@@ -26,3 +26,19 @@ def test_tasks_list_filters_by_domain_and_refuses_an_unknown_one(capsys):
     assert {row.split(" | ")[0][2:] for row in rows} == {n for n in tasks.names() if tasks.get(n).domain == "math"}
     assert main(["tasks", "list", "--domain", "astrology"]) == 1
     assert "no task has domain 'astrology'; the domains are:" in capsys.readouterr().err
+
+
+def test_tasks_show_without_the_data_says_why_there_is_no_sample(capsys, monkeypatch, tmp_path):
+    from tracerl.cli.main import main
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("TRACERL_DATA_DIR", raising=False)
+    assert main(["tasks", "show", "gsm8k"]) == 0
+    out = capsys.readouterr().out
+    assert "openai/gsm8k (main)" in out and "test = hub split 'test' (1,319 rows)" in out
+    sample = next(line for line in out.splitlines() if line.strip().startswith("sample"))
+    assert "'openai/gsm8k' (main) split 'test' is not reachable: HF_HUB_OFFLINE is set" in sample
+    assert main(["tasks", "show", "wordle", "--no-sample"]) == 0
+    out = capsys.readouterr().out
+    assert "domain   games" in out and "sample" not in out

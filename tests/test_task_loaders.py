@@ -148,6 +148,7 @@ def test_offline_without_local_data_is_a_one_line_config_error():
     assert "\n" not in message
     assert message.startswith("gsm8k: the dataset 'openai/gsm8k' (main) split 'test' is not reachable")
     assert "TRACERL_DATA_DIR=data" in message and "data/gsm8k/test.jsonl" in message
+    assert "HF_HUB_OFFLINE is set and it is not in the HF cache" in message  # the id and the cause, one line
 
 
 def test_without_the_datasets_package_the_error_names_the_extra(monkeypatch):

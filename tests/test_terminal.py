@@ -111,8 +111,9 @@ def test_the_agent_scores_zero_when_the_tests_fail_and_stops_at_max_turns(tracin
 
 
 @pytest.mark.slow
-def test_two_training_steps_on_the_tiny_model_show_their_shell_commands(tmp_path, capsys):
+def test_two_training_steps_on_the_tiny_model_show_their_shell_commands(tmp_path, capsys, monkeypatch):
     pytest.importorskip("torch")
+    monkeypatch.setenv("COLUMNS", "400")  # a span's line unwrapped, to find the command in it
     from fastapi.testclient import TestClient
 
     from tracerl.cli.main import main

@@ -95,36 +95,25 @@ def list_tasks(
 
 
 def _sample_task(spec: Any, path: str | None) -> tuple[Any | None, str]:
-    """A task to show the prompt of: from the data when it can be read, else the declared example."""
+    """A task to show the prompt of, from the data wherever the loader finds it (``path``,
+    ``$TRACERL_DATA_DIR``, the HF cache or the hub), or why there is none."""
     from tracerl.core.errors import ConfigError
 
-    source = spec.source
-    split = "test" if "test" in getattr(source, "splits", {"test": ""}) else "train"
+    split = "test" if "test" in getattr(spec.source, "splits", {"test": ""}) else "train"
     try:
         found = spec.tasks(split, 1, seed=0, path=path) if path else spec.tasks(split, 1, seed=0)
-        if found:
-            return found[0], f"the {split} split's first task (seed 0)"
     except ConfigError as exc:
-        example = _declared_example(source)
-        if example is None:
-            return None, str(exc)
-        return source.to_task(example, split), "the example row declared with the schema (its data is not here)"
-    return None, "the split is empty"
-
-
-def _declared_example(source: Any) -> dict[str, Any] | None:
-    hub = getattr(source, "hub", None)
-    if hub is None:
-        return None
-    from tracerl.tasks.catalogue.schema import schema_path
-
-    if not schema_path(hub.id).is_file():
-        return None
-    return source.declared().example
+        return None, str(exc)
+    return (found[0], f"the {split} split's first task (seed 0)") if found else (None, "the split is empty")
 
 
 @app.command("show")
-def show(name: Annotated[str, typer.Argument(help="a task name (tracerl tasks list)")], path: PathOption = None) -> None:
+def show(
+    name: Annotated[str, typer.Argument(help="a task name (tracerl tasks list)")],
+    path: PathOption = None,
+    sample: Annotated[bool, typer.Option(help="load the data to show a sample prompt (the hub's split is "
+                                               "downloaded when it is not local or cached)")] = True,
+) -> None:
     """Where a task's data comes from, its split sizes, its grader, its tools and a sample prompt."""
     spec = _spec(name)
     source = spec.source
@@ -146,6 +135,8 @@ def show(name: Annotated[str, typer.Argument(help="a task name (tracerl tasks li
     tools = getattr(source, "tool_names", ()) or ()
     print(f"  tools    {', '.join(tools) if tools else 'none'}")
     print(f"  agent    {spec.default_agent}")
+    if not sample:
+        return
     task, whence = _sample_task(spec, path)
     if task is None:
         print(f"  sample   none: {whence}")

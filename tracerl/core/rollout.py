@@ -403,11 +403,11 @@ def emit_reward(
         attrs[sc.REWARD_AGENT] = agent
     if is_correct is not None:
         attrs[sc.REWARD_IS_CORRECT] = bool(is_correct)
-    with _tracer("emit_reward").start_as_current_span("tracerl.reward", attributes=attrs):
+    with session_tracer("emit_reward").start_as_current_span("tracerl.reward", attributes=attrs):
         pass
 
 
-def _tracer(caller: str) -> trace.Tracer:
+def session_tracer(caller: str) -> trace.Tracer:
     """The current session's tracer (its provider need not be the global one), else the global."""
     sess = _current.get()
     if sess is not None:
@@ -459,7 +459,7 @@ def tool_span(name: str, arguments: Any = None, *, call_id: str | None = None,
         attrs["gen_ai.tool.call.id"] = call_id
     if content and arguments is not None:
         attrs["gen_ai.tool.call.arguments"] = arguments if isinstance(arguments, str) else _json_text(arguments)
-    with _tracer("tool_span").start_as_current_span(f"execute_tool {name}", attributes=attrs) as span:
+    with session_tracer("tool_span").start_as_current_span(f"execute_tool {name}", attributes=attrs) as span:
         yield ToolCallSpan(span, content)
 
 

@@ -12,7 +12,6 @@ the revision it was read at::
     source: card                 # card | dataset_infos.json | loading script | parquet branch
     read: 2026-12-03
     dataset_info: [...]          # verbatim: one config (a mapping) or a list of configs
-    example: {...}               # optional: one row in that layout, shown by `tracerl tasks show`
 
 Rows are checked against it wherever they come from (:func:`conform`): a local copy, the
 hub, or a test's fixture. A column the loader needs that is missing, or a value of another
@@ -51,7 +50,6 @@ class Declared:
     card: str
     source: str
     info: dict[str, Any]  # config name -> datasets.DatasetInfo
-    example: dict[str, Any] | None = None  # one row in the declared layout, for `tracerl tasks show`
 
     def configs(self) -> list[str]:
         return list(self.info)
@@ -97,7 +95,7 @@ def declared(dataset: str) -> Declared:
         block = {**block, "config_name": "default"}
     infos = DatasetInfosDict.from_dataset_card_data({"dataset_info": block})
     return Declared(dataset, str(raw["revision"]), str(raw.get("card", "")), str(raw.get("source", "card")),
-                    dict(infos), raw.get("example"))
+                    dict(infos))
 
 
 def _describe(feature: Any) -> str:

@@ -74,13 +74,13 @@ def _stage(name: str, work: Workspace, result: Any) -> None:
     """A span for the environment's own scripts (setup, tests) with their outputs, timed as they ran."""
     import time
 
-    from tracerl.core.rollout import _tracer
+    from tracerl.core.rollout import session_tracer
 
     attrs = {"tracerl.span.type": "terminal", "tracerl.terminal.task": work.task.name,
              "tracerl.shell.exit_code": -1 if result.returncode is None else result.returncode,
              "tracerl.shell.output": result.stdout[-4000:]}
     end = time.time_ns()
-    span = _tracer("terminal_agent").start_span(f"tracerl.terminal.{name}", attributes=attrs,
+    span = session_tracer("terminal_agent").start_span(f"tracerl.terminal.{name}", attributes=attrs,
                                                 start_time=end - int(result.seconds * 1e9))
     span.end(end_time=end)
 
