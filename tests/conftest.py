@@ -18,9 +18,12 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 @pytest.fixture(autouse=True)
 def _tracerl_home(tmp_path, monkeypatch):
-    """Each test gets its own default span store location (and no shared store from the shell)."""
+    """Each test gets its own default span store location (and no shared store from the shell), and
+    reads no benchmark data of the shell's (TRACERL_DATA_DIR) nor the hub."""
     monkeypatch.setenv("TRACERL_HOME", str(tmp_path / "tracerl-home"))
     monkeypatch.delenv("TRACERL_STORE", raising=False)
+    monkeypatch.delenv("TRACERL_DATA_DIR", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
 
 @pytest.fixture

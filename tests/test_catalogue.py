@@ -27,11 +27,6 @@ NAMES = sorted(BENCHMARKS)
 MALFORMED = [None, "", "   \n", "I don't know.", "The answer is", "```python\n```", "\\boxed{}"]
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch, tmp_path):
-    monkeypatch.delenv("TRACERL_DATA_DIR", raising=False)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
 
 def _roles(bench) -> list[tuple[str, str]]:
     return sorted(bench.splits.items())

@@ -22,11 +22,6 @@ BENCHES = {cls.name: cls() for cls in choice.BENCHMARKS}
 SHUFFLED = ("gpqa-diamond", "sciq", "truthfulqa")
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch):
-    monkeypatch.delenv("TRACERL_DATA_DIR", raising=False)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
 
 def _tasks(name: str) -> list[Task]:
     bench = BENCHES[name]

@@ -24,11 +24,6 @@ DATA = Path(__file__).parent / "data"
 BENCH = {b.name: b for b in benchmarks() if b.domain == "code"}
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch):
-    monkeypatch.delenv("TRACERL_DATA_DIR", raising=False)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
 
 def _tasks(name: str, key: str, role: str = "test") -> dict[str, Task]:
     return {str(t.data[key]): t for t in BENCH[name].tasks(role, 50, path=DATA)}

@@ -21,11 +21,6 @@ pytest.importorskip("datasets")
 DATA = Path(__file__).parent / "data"
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch):
-    monkeypatch.delenv("TRACERL_DATA_DIR", raising=False)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
 
 def _tasks(name: str, role: str = "test") -> dict:
     return {t.id: t for t in tasks.get(name).source.tasks(role, 50, path=DATA)}

@@ -29,11 +29,6 @@ ITINERARY = ("Hark! Upon the morrow thou shalt fly unto Tokyo and there behold t
              "Thy third day bringeth Nara and her gentle deer that bow before the traveller.")
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch):
-    monkeypatch.delenv("TRACERL_DATA_DIR", raising=False)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
 
 @pytest.fixture(scope="module")
 def ifeval():

@@ -30,11 +30,6 @@ NEW = ["aime24", "aime25", "amc", "minerva", "olympiadbench", "deepscaler", "geo
 GARBAGE = [None, "", "\\boxed{}", "Answer:", "The answer is", "#### ", "\\boxed{\\frac{}{}}", "Answer: \\boxed{"]
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch):
-    monkeypatch.delenv("TRACERL_DATA_DIR", raising=False)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
 
 def _tasks(name: str, split: str = "test") -> list[Task]:
     return tasks.get(name).tasks(split, 100, path=DATA)[: len(tasks.get(name).source.rows(split, DATA))]

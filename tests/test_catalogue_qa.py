@@ -31,11 +31,6 @@ DATA = Path(__file__).parent / "data"
 NAMES = ["hotpotqa", "2wiki", "musique", "nq", "triviaqa", "squad"]
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch):
-    monkeypatch.delenv("TRACERL_DATA_DIR", raising=False)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
 
 def _task(name: str, key: str, value: str, split: str = "test"):
     """The fixture row of ``name`` whose column ``key`` is ``value``."""

@@ -19,11 +19,6 @@ pytest.importorskip("datasets")
 DATA = Path(__file__).parent / "data"
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch):
-    monkeypatch.delenv("TRACERL_DATA_DIR", raising=False)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
 
 def _tasks(bench):
     return {t.id.split("/")[1]: t for role in bench.splits for t in bench.tasks(role, 10, path=DATA)}

@@ -20,9 +20,7 @@ LOCAL = {"gsm8k": ("test", 3), "math500": ("test", 4), "hendrycks_math": ("test"
 
 
 @pytest.fixture(autouse=True)
-def _offline(monkeypatch, tmp_path):
-    monkeypatch.delenv("TRACERL_DATA_DIR", raising=False)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+def _empty_hf_cache(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
 
 

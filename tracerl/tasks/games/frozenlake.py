@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from tracerl.core.types import Task
 
-from ..synthetic import _draw
+from .base import TextGame
 
 MOVES = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
 _MOVE = re.compile(r"move\s*:?\s*\**\s*(up|down|left|right)\b", re.IGNORECASE)
@@ -92,14 +92,11 @@ def render(grid: list[str], position: tuple[int, int]) -> str:
     return "\n".join(" ".join(row) for row in rows)
 
 
-class FrozenLake:
+class FrozenLake(TextGame):
     """The game as a task: ``tasks``/``messages``/``reward``/``is_correct`` plus :meth:`observe`."""
 
     name = "frozenlake"
-    domain = "games"
     grader = "replays every 'Move: <dir>' of the replies; 1 when a move lands on G"
-    tool_names: tuple[str, ...] = ()
-    default_agent = "tracerl.tasks.bench_agents:game_agent"
     description = "multi-step grid game: reach G around holes with 'Move: <dir>' replies; reward 1 at G"
 
     def __init__(self, size: int = 4, p_hole: float = 0.2, max_turns: int = 12):
@@ -108,11 +105,6 @@ class FrozenLake:
     def _sample(self, rng: random.Random) -> tuple[str, dict[str, Any], list[str]]:
         grid = generate(rng, self.size, self.p_hole)
         return "/".join(grid), {"grid": grid, "size": self.size}, shortest_path(grid) or []
-
-    def tasks(self, split: str, n: int, seed: int = 0) -> list[Task]:
-        drawn = _draw(self.name, split, n, seed, self._sample)  # type: ignore[arg-type]
-        return [Task(id=f"{self.name}/{split}/{seed}/{i}", data=data, answer=answer, dataset=self.name, split=split)
-                for i, (_key, data, answer) in enumerate(drawn)]
 
     def messages(self, task: Task) -> list[dict[str, Any]]:
         board = render(task.data["grid"], (0, 0))
@@ -132,12 +124,6 @@ class FrozenLake:
 
     def is_correct(self, task: Task, text: str | None) -> bool:
         return play(task.data["grid"], parse_moves(text))[0] == "goal"
-
-    def reward(self, task: Task, text: str | None, turns: int = 1) -> float:
-        return 1.0 if self.is_correct(task, text) else 0.0
-
-    def feedback(self, task: Task, text: str | None, turn: int) -> str | None:
-        return None
 
     def solution(self, task: Task) -> str:
         return "\n".join(f"Move: {m}" for m in task.answer)

@@ -23,7 +23,7 @@ from typing import Any
 
 from tracerl.core.types import Task
 
-from ..synthetic import _draw
+from .base import TextGame
 from .frozenlake import MOVES, parse_moves
 
 SYSTEM_PROMPT = (
@@ -140,14 +140,11 @@ def play(data: dict[str, Any], moves: list[str]) -> tuple[bool, State]:
     return False, state
 
 
-class Sokoban:
+class Sokoban(TextGame):
     """The game as a task: ``tasks``/``messages``/``reward``/``is_correct`` plus :meth:`observe`."""
 
     name = "sokoban"
-    domain = "games"
     grader = "replays every 'Move: <dir>' of the replies; 1 when every box is on a target"
-    tool_names: tuple[str, ...] = ()
-    default_agent = "tracerl.tasks.bench_agents:game_agent"
     description = "multi-step puzzle: push the box onto the target with 'Move: <dir>' replies (generated rooms)"
 
     def __init__(self, size: int = 6, boxes: int = 1, pulls: int = 12, max_turns: int = 10):
@@ -157,11 +154,6 @@ class Sokoban:
         data = generate(rng, self.size, self.boxes, self.pulls)
         key = f"{data['player']}|{data['boxes']}|{data['targets']}"
         return key, data, data["solution"]
-
-    def tasks(self, split: str, n: int, seed: int = 0) -> list[Task]:
-        drawn = _draw(self.name, split, n, seed, self._sample)  # type: ignore[arg-type]
-        return [Task(id=f"{self.name}/{split}/{seed}/{i}", data=data, answer=answer, dataset=self.name, split=split)
-                for i, (_key, data, answer) in enumerate(drawn)]
 
     def messages(self, task: Task) -> list[dict[str, Any]]:
         board = render(task.data, _start(task.data)[2])
@@ -180,12 +172,6 @@ class Sokoban:
 
     def is_correct(self, task: Task, text: str | None) -> bool:
         return play(task.data, parse_moves(text))[0]
-
-    def reward(self, task: Task, text: str | None, turns: int = 1) -> float:
-        return 1.0 if self.is_correct(task, text) else 0.0
-
-    def feedback(self, task: Task, text: str | None, turn: int) -> str | None:
-        return None
 
     def solution(self, task: Task) -> str:
         return "\n".join(f"Move: {m}" for m in task.answer)

@@ -19,7 +19,7 @@ from typing import Any
 
 from tracerl.core.types import Task
 
-from ..synthetic import _draw
+from .base import TextGame
 
 GUESSES = 6
 SYSTEM_PROMPT = (
@@ -84,25 +84,17 @@ def score(secret: str, guess: str) -> str:
     return "".join(marks)
 
 
-class Wordle:
+class Wordle(TextGame):
     """The game as a task: ``tasks``/``messages``/``reward``/``is_correct`` plus :meth:`observe`."""
 
     name = "wordle"
-    domain = "games"
     grader = "the 'Guess: <word>' lines of the replies; 1 when one of the first six is the hidden word"
-    tool_names: tuple[str, ...] = ()
-    default_agent = "tracerl.tasks.bench_agents:game_agent"
     description = "multi-turn word game: find the hidden five-letter word in six guesses"
     max_turns = GUESSES
 
     def _sample(self, rng: random.Random) -> tuple[str, dict[str, Any], str]:
         word = rng.choice(WORDS)
         return word, {"secret": word}, word
-
-    def tasks(self, split: str, n: int, seed: int = 0) -> list[Task]:
-        drawn = _draw(self.name, split, n, seed, self._sample)  # type: ignore[arg-type]
-        return [Task(id=f"{self.name}/{split}/{seed}/{i}", data=data, answer=answer, dataset=self.name, split=split)
-                for i, (_key, data, answer) in enumerate(drawn)]
 
     def messages(self, task: Task) -> list[dict[str, Any]]:
         return [{"role": "system", "content": SYSTEM_PROMPT},
@@ -123,12 +115,6 @@ class Wordle:
 
     def is_correct(self, task: Task, text: str | None) -> bool:
         return task.data["secret"] in parse_guesses(text)[:GUESSES]
-
-    def reward(self, task: Task, text: str | None, turns: int = 1) -> float:
-        return 1.0 if self.is_correct(task, text) else 0.0
-
-    def feedback(self, task: Task, text: str | None, turn: int) -> str | None:
-        return None
 
     def solution(self, task: Task) -> str:
         return f"Guess: {task.data['secret']}"
