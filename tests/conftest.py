@@ -81,6 +81,19 @@ def short_run(tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="session")
+def terminal_run(tmp_path_factory):
+    """Two training steps of the built-in terminal task on the bundled model, as a user runs them
+    (`tracerl train terminal`): the folder whose shell commands the traces and dashboard show."""
+    from tracerl.cli.main import main
+
+    out = tmp_path_factory.mktemp("terminal-run") / "run"
+    assert main(["train", "terminal", "--steps", "2", "--batch-size", "2", "--group-size", "2", "--eval-size", "1",
+                 "--set", "eval_every=0", "--set", "tensorboard=false", "--set", "rollout.max_tokens=24",
+                 "--output", str(out), "--quiet"]) == 0
+    return out
+
+
 @pytest.fixture
 def store(tmp_path):
     """A fresh span store, as a gateway writes one (modules of the store's own tests define their own)."""

@@ -159,3 +159,30 @@ def test_the_report_opens_from_disk(short_run, tmp_path, page):
     page.click("#tabs [data-tab=episodes]")
     page.wait_for_selector("#episode-table tr.click")
     _shot(page, "report")
+
+
+def test_a_terminal_episodes_shell_commands_show_in_its_call_tree(terminal_run, page):
+    from tracerl.core.store import SpanStore
+
+    shell = [s for s in SpanStore(terminal_run / "traces.db").spans() if s.name == "execute_tool shell"]
+    episode = shell[0].session_id
+    commands = [json.loads(s.attributes["gen_ai.tool.call.arguments"])["command"] for s in shell
+                if s.session_id == episode]
+    served = Served([terminal_run])
+    try:
+        page.goto(served.url)
+        page.wait_for_selector("body[data-ready='1']")
+        page.click("#tabs [data-tab=episodes]")
+        page.fill("#filters input[name=q]", episode)
+        page.wait_for_selector(f"#episode-table tr.click[data-id='{episode}']")
+        page.click(f"#episode-table tr.click[data-id='{episode}']")
+        page.click("#detail-tabs [data-view=tree]")
+        page.wait_for_selector("#detail-tree pre.tool-io")
+        shown = page.locator("#detail-tree pre.tool-io").all_inner_texts()
+        typed = [text.split("\n", 1)[0] for text in shown if text.startswith("$ ")]
+        assert len(typed) == len(commands)  # one block per command, the command on its first line
+        assert all(t.startswith("$ " + c.splitlines()[0][:30]) for t, c in zip(typed, commands))
+        assert any("[exit status" in text for text in shown)  # with what the shell answered
+        _shot(page, "terminal-call-tree")
+    finally:
+        served.close()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
@@ -111,34 +110,27 @@ def test_the_agent_scores_zero_when_the_tests_fail_and_stops_at_max_turns(tracin
 
 
 @pytest.mark.slow
-def test_two_training_steps_on_the_tiny_model_show_their_shell_commands(tmp_path, capsys, monkeypatch):
-    pytest.importorskip("torch")
-    monkeypatch.setenv("COLUMNS", "400")  # a span's line unwrapped, to find the command in it
+def test_two_training_steps_on_the_tiny_model_show_their_shell_commands(terminal_run, capsys, monkeypatch):
     from fastapi.testclient import TestClient
 
     from tracerl.cli.main import main
     from tracerl.core.store import SpanStore
     from tracerl.runs.server import Runs, create_app
 
-    out = tmp_path / "run"
-    assert main(["train", "terminal", "--steps", "2", "--batch-size", "2", "--group-size", "2", "--eval-size", "1",
-                 "--set", "eval_every=0", "--set", "tensorboard=false", "--set", "rollout.max_tokens=24",
-                 "--output", str(out), "--quiet"]) == 0
-    capsys.readouterr()
-    steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+    monkeypatch.setenv("COLUMNS", "400")  # a span's line unwrapped, to find the command in it
+    steps = [json.loads(line)["step"] for line in (terminal_run / "metrics.jsonl").read_text().splitlines()]
     assert max(steps) == 2
-    store = SpanStore(out / "traces.db")
-    shell = [s for s in store.spans() if s.name == "execute_tool shell"]
+    shell = [s for s in SpanStore(terminal_run / "traces.db").spans() if s.name == "execute_tool shell"]
     assert shell, "no shell command was recorded"
     command = json.loads(shell[0].attributes["gen_ai.tool.call.arguments"])["command"]
     episode = shell[0].session_id
-    assert main(["traces", "show", episode, "--db", str(out / "traces.db")]) == 0
+    capsys.readouterr()
+    assert main(["traces", "show", episode, "--db", str(terminal_run / "traces.db")]) == 0
     shown = capsys.readouterr().out
     assert "execute_tool shell" in shown and "tracerl.terminal.test" in shown
     first_line = re.sub(r"\s+", " ", command.splitlines()[0])[:20]
     assert "$ " + first_line in re.sub(r"\s+", " ", shown)
-    detail = TestClient(create_app(Runs([out]))).get(f"/api/runs/run/episodes/{episode}").json()
+    detail = TestClient(create_app(Runs([terminal_run]))).get(f"/api/runs/run/episodes/{episode}").json()
     tools = [s for s in detail["spans"] if s["name"] == "execute_tool shell"]
     assert tools and json.loads(tools[0]["attributes"]["gen_ai.tool.call.arguments"])["command"]
     assert "gen_ai.tool.call.result" in tools[0]["attributes"]
-    assert Path(out / "traces.db").exists()

@@ -60,3 +60,19 @@ def test_from_traces_progress_shows_loss_and_trajectories_not_rollouts(tmp_path,
     assert len(steps) == 2, steps
     for line in steps:
         assert re.fullmatch(r"step +\d+  loss \d+\.\d{4}  trajectories 3 of 4  update \d+\.\ds", line), line
+
+
+@pytest.mark.slow
+def test_train_on_one_benchmark_and_evaluate_on_another(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("torch")
+    monkeypatch.setenv("TRACERL_DATA_DIR", str(Path(__file__).parent / "data"))
+    out = tmp_path / "run"
+    common = ["train", "deepscaler", "--output", str(out), "--steps", "1", "--set", "eval_every=0", "--quiet", *TINY]
+    assert main([*common, "--eval-size", "2"]) == 1  # a training set has no test split: say what to do
+    assert "deepscaler has no 'test' split (it has: train): it is a training set; evaluate on another task " \
+           "with --eval-task NAME, or pass --eval-size 0" in capsys.readouterr().err
+    assert main([*common, "--eval-size", "2", "--eval-task", "aime"]) == 0
+    held = json.loads((out / "heldout.json").read_text())["task_ids"]
+    assert len(held) == 2 and all(t.startswith("aime/") for t in held)
+    assert main(["train", "deepscaler", "--eval-task", "terminal", "--output", str(tmp_path / "r2"), *TINY]) == 1
+    assert "pass --agent to evaluate with the agent you train" in capsys.readouterr().err

@@ -70,6 +70,8 @@ def train(
     resume: Annotated[bool, typer.Option("--resume", help="continue from the latest checkpoint")] = False,
     seed: Annotated[int | None, typer.Option(help="run seed")] = None,
     eval_size: Annotated[int | None, typer.Option(help="held-out tasks to evaluate on (0 = none)")] = None,
+    eval_task: Annotated[str | None, typer.Option(
+        "--eval-task", help="evaluate on this task's test split (e.g. train deepscaler, evaluate on aime24)")] = None,
     threads: Annotated[int | None, typer.Option(help="torch CPU threads")] = None,
     engine: Annotated[str | None, typer.Option(
         help="what serves rollouts: torch (default), vllm (colocated, [gpu] extra), openai (--set upstream.url=...)")] = None,
@@ -107,7 +109,8 @@ def train(
         raise typer.Exit(_torchrun(nproc, nnodes, rdzv_endpoint))
     overrides: dict[str, Any] = _data_overrides(task, data, eval_data, holdout)
     flags = {"reward": reward, "reward_max": reward_max, "agent": agent, "model": model, "from_traces": from_traces, "output": output, "store": store, "seed": seed, "steps": steps,
-             "batch_size": batch_size, "group_size": group_size, "eval_size": eval_size, "threads": threads,
+             "batch_size": batch_size, "group_size": group_size, "eval_size": eval_size, "eval_task": eval_task,
+             "threads": threads,
              "engine": engine, "rollout_workers": rollout_workers, "ray_address": ray_address}
     overrides.update({k: v for k, v in flags.items() if v is not None})
     if gateway:

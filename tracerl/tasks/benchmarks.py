@@ -120,6 +120,9 @@ class Benchmark:
         problems of its domain's benchmarks unless ``dedup`` is False."""
         if split not in self.splits:
             have = ", ".join(sorted(self.splits))
+            if split == "test":
+                raise ConfigError(f"{self.name} has no 'test' split (it has: {have}): it is a training set; "
+                                  "evaluate on another task with --eval-task NAME, or pass --eval-size 0")
             raise ConfigError(f"{self.name} has no {split!r} split (it has: {have}); "
                               f"it is an evaluation set, so train on another task")
         rows = self.hub_rows(self.splits[split], path)

@@ -146,6 +146,9 @@ class TrainConfig(_Config):
                       "\"data\" when data is given")
     data: DataConfig | None = Field(None, description="the user's own tasks (--data): a file, a datasets "
                                     "folder, hf:org/name, or module:fn; overrides task")
+    eval_task: str | None = Field(None, description="evaluate on this registered task's test split instead of "
+                                  "the task's own (train on deepscaler, evaluate on aime24); it must share "
+                                  "the task's default agent unless agent is set")
     agent: str | None = Field(
         None, description="rollout function as module:fn or path/file.py:fn (default: the task's agent)"
     )
@@ -267,6 +270,9 @@ class TrainConfig(_Config):
                 raise ValueError(f"task {self.task!r} and data ({self.data.path}) both say what to train on; "
                                  "keep one of them")
             self.__dict__["task"] = "data"  # what the run trains on, as --dry-run and config.json show it
+        if self.eval_task is not None and self.data is not None:
+            raise ValueError("eval_task evaluates a registered task; with data, hold tasks out with --eval-data "
+                             "or --holdout instead")
         if self.from_traces is not None and self.algo.type != "rft":
             raise ValueError("from_traces trains on recorded episodes, which needs algo type rft "
                              "(their logprobs belong to an old policy); pass --algo rft")

@@ -288,10 +288,11 @@ def _inputs(cfg: TrainConfig, agent: RolloutFunction | None, tracing: Tracing | 
     # adapters' included): none go to the app's shared store, and the run's holds nothing else.
     tracing = setup_tracing(use_store=False, tracer_provider=tracing.provider if tracing else None)
     tracing.store(store)
+    eval_spec = _eval_spec(cfg, spec)
     run = _Run(
         cfg=cfg, agent=agent, base=base, store=store, tracing=tracing,
         train_tasks=spec.tasks("train", cfg.steps * cfg.batch_size, seed=cfg.seed),
-        eval_tasks=spec.tasks("test", cfg.eval_size, seed=0) if cfg.eval_size else [],
+        eval_tasks=eval_spec.tasks("test", cfg.eval_size, seed=0) if cfg.eval_size else [],
         agent_spec=agent_spec, reward=reward,
     )
     if cfg.eval_size and not run.eval_tasks:
@@ -301,6 +302,19 @@ def _inputs(cfg: TrainConfig, agent: RolloutFunction | None, tracing: Tracing | 
     # kept beside the run's traces: whoever trains on them later (--from-traces) leaves these out
     (cfg.output / HELDOUT_FILE).write_text(json.dumps({"task_ids": sorted(run.heldout_ids)}))
     return run
+
+
+def _eval_spec(cfg: TrainConfig, spec: Any) -> Any:
+    """The task whose test split the run evaluates on: ``eval_task``, else the task itself."""
+    from tracerl import tasks
+
+    if cfg.eval_task is None:
+        return spec
+    other = tasks.get(cfg.eval_task)
+    if cfg.agent is None and other.default_agent != spec.default_agent:
+        raise ConfigError(f"eval_task {other.name!r} is played by {other.default_agent}, {spec.name!r} by "
+                          f"{spec.default_agent}; pass --agent to evaluate with the agent you train")
+    return other
 
 
 def _heldout_ids(spec: Any, eval_tasks: list[Task]) -> set[str]:

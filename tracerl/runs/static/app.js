@@ -270,7 +270,8 @@ function toolIO(a) {
   if (args === undefined && result === undefined) return null;
   let input = args;
   try { const parsed = JSON.parse(args); if (parsed && typeof parsed.command === "string") input = "$ " + parsed.command; } catch (e) { /* not JSON: as written */ }
-  return el("pre", {class: "tool-io"}, [input, result].filter((x) => x !== undefined && x !== "").join("\n"));
+  const text = [input, result].filter((x) => x !== undefined && x !== "").join("\n");
+  return text ? el("pre", {class: "tool-io"}, text) : null;
 }
 
 function tokenStyle(mode, mask, adv, lp, gap) {
