@@ -97,3 +97,22 @@ def test_tasks_show_names_the_source_splits_grader_and_a_prompt(name, capsys):
     bench = BENCHMARKS[name]
     assert bench.hub.id in out and "grader" in out and "rows)" in out
     assert "sample   the" in out and "[user]" in out
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if BENCHMARKS[n].domain != "instruction-following"])
+def test_another_rows_right_answer_is_wrong_here(name):
+    # a generic wrong answer that looks right: the reference solution of a row with another
+    # reference (instruction following is left out: one reply can meet two rows' constraints)
+    bench, spec = BENCHMARKS[name], tasks.get(name)
+    checked = 0
+    for role, _split in _roles(bench):
+        found = [t for t in bench.tasks(role, 50, path=DATA) if bench.solution(t) is not None]
+        for task in found:
+            for other in found:
+                if other.answer in (None, "") or str(other.answer) == str(task.answer):
+                    continue
+                assert spec.reward(task, bench.solution(other)) == 0.0, (task.id, other.id)
+                checked += 1
+                break
+    assert checked or not bench.reference_solutions or len({str(t.answer) for t in bench.tasks(
+        _roles(bench)[0][0], 50, path=DATA)}) < 2, f"{name}: no pair of rows with different references"
