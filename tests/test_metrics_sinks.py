@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 
 import pytest
 
@@ -99,7 +100,13 @@ def test_wandb_offline_run_gets_the_metrics_and_is_finished(tmp_path, monkeypatc
     cfg = TrainConfig(output=tmp_path / "run", tensorboard=False, wandb_project="tracerl-test")
     _log_two_steps(MetricsLogger(cfg.output, cfg))
     (run_file,) = (tmp_path / "wandb").glob("offline-run-*/*.wandb")  # what `wandb sync` would upload
-    history = [(int(h["_step"]), h["rollout/reward_mean"]) for h in _wandb_history(run_file.read_bytes())]
+    # wandb's service process writes the file on its own: under load it lands just after finish()
+    deadline = time.monotonic() + 20
+    while True:
+        history = [(int(h["_step"]), h["rollout/reward_mean"]) for h in _wandb_history(run_file.read_bytes())]
+        if len(history) >= 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert history == [(1, 0.25), (2, 0.75)]
     assert wandb.run is None  # finished
 
