@@ -33,12 +33,9 @@ def _splits(spec: Any) -> str:
     hub = getattr(source, "hub", None)
     if hub is None:
         return "train, test (generated)" if spec.domain in ("synthetic", "games") else "train, test"
-    sizes = source.declared().split_sizes(hub.configs)
-    shared = len(set(source.splits.values())) < len(source.splits)
     parts = []
-    for role, split in sorted(source.splits.items(), reverse=True):
-        size = sizes.get(split)
-        share = "" if not shared else " x0.8" if role == "train" else " x0.2"
+    for role, split, size in source.roles():
+        share = "" if not source.shared_split else " x0.8" if role == "train" else " x0.2"
         parts.append(f"{role}: {split} ({size:,}{share})" if size else f"{role}: {split}")
     return "; ".join(parts)
 
@@ -124,11 +121,9 @@ def show(
     if hub is not None:
         declared = source.declared()
         print(f"  card     {declared.card} (revision {declared.revision}, read from the {declared.source})")
-        sizes = declared.split_sizes(hub.configs)
-        roles = [f"{role} = hub split '{split}' ({sizes.get(split, '?'):,} rows)" if isinstance(sizes.get(split), int)
-                 else f"{role} = hub split '{split}'" for role, split in source.splits.items()]
-        print(f"  splits   {'; '.join(roles)}" + ("; one hub split, 80/20 by row hash" if len(set(
-            source.splits.values())) < len(source.splits) else ""))
+        roles = [f"{role} = hub split '{split}'" + (f" ({size:,} rows)" if size else "")
+                 for role, split, size in source.roles()]
+        print(f"  splits   {'; '.join(roles)}" + ("; one hub split, 80/20 by row hash" if source.shared_split else ""))
         print(f"  columns  {', '.join(declared.features(hub.configs[0]))}")
     grader = getattr(source, "grader", "") or "the task's own reward"
     print(f"  grader   {grader}")

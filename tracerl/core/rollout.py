@@ -36,7 +36,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Status, StatusCode
 from pydantic import BaseModel, ConfigDict, Field
 
-from . import clients
+from . import _json, clients
 from . import semconv as sc
 from .convert import episode_from_spans
 from .errors import ConfigError
@@ -428,17 +428,11 @@ class ToolCallSpan:
         """What the tool returned (``gen_ai.tool.call.result``), more attributes, and an error
         status when the tool itself failed (not when it ran and reported a failure)."""
         if self._content:
-            self.span.set_attribute("gen_ai.tool.call.result", value if isinstance(value, str) else _json_text(value))
+            self.span.set_attribute("gen_ai.tool.call.result", value if isinstance(value, str) else _json.dumps(value))
         for key, item in attributes.items():
             self.span.set_attribute(key, item)
         if error:
             self.span.set_status(Status(StatusCode.ERROR, error[:200]))
-
-
-def _json_text(value: Any) -> str:
-    import json
-
-    return json.dumps(value, default=str)
 
 
 @contextlib.contextmanager
@@ -458,7 +452,7 @@ def tool_span(name: str, arguments: Any = None, *, call_id: str | None = None,
     if call_id:
         attrs["gen_ai.tool.call.id"] = call_id
     if content and arguments is not None:
-        attrs["gen_ai.tool.call.arguments"] = arguments if isinstance(arguments, str) else _json_text(arguments)
+        attrs["gen_ai.tool.call.arguments"] = arguments if isinstance(arguments, str) else _json.dumps(arguments)
     with session_tracer("tool_span").start_as_current_span(f"execute_tool {name}", attributes=attrs) as span:
         yield ToolCallSpan(span, content)
 

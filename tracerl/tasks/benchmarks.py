@@ -45,6 +45,20 @@ def in_test(key: str) -> bool:
     return int.from_bytes(digest[:4], "big") < TEST_FRACTION * 2**32
 
 
+def seeded_draw(key: str, size: int, n: int, *, cycle: bool) -> list[tuple[int, int]]:
+    """``n`` draws (epoch, index) from ``size`` items in an order seeded by ``key``; with ``cycle``
+    each pass over all items is reshuffled and the draws go on, else they stop after one pass."""
+    rng = random.Random(key)
+    picked: list[tuple[int, int]] = []
+    epoch = 0
+    while len(picked) < n and size and (epoch == 0 or cycle):
+        order = list(range(size))
+        rng.shuffle(order)
+        picked += [(epoch, i) for i in order[: n - len(picked)]]
+        epoch += 1
+    return picked
+
+
 class Benchmark:
     """A dataset-backed task. Subclasses set the class attributes and override the hooks."""
 
@@ -110,6 +124,16 @@ class Benchmark:
 
         return declared(self.hub.id)
 
+    @property
+    def shared_split(self) -> bool:
+        """Whether both roles read one hub split (then split 80/20 by row hash)."""
+        return len(set(self.splits.values())) < len(self.splits)
+
+    def roles(self) -> list[tuple[str, str, int | None]]:
+        """(role, hub split, declared rows of that hub split or None), train first."""
+        sizes = self.declared().split_sizes(self.hub.configs)
+        return [(role, split, sizes.get(split) or None) for role, split in sorted(self.splits.items(), reverse=True)]
+
     def hub_rows(self, hub_split: str, path: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
         """Every row of the hub's ``hub_split``, as loaded (no partition, no dedup)."""
         return load_rows(self.name, self.hub, hub_split, path)
@@ -126,7 +150,7 @@ class Benchmark:
             raise ConfigError(f"{self.name} has no {split!r} split (it has: {have}); "
                               f"it is an evaluation set, so train on another task")
         rows = self.hub_rows(self.splits[split], path)
-        if self.splits.get("train") == self.splits.get("test"):
+        if self.shared_split:
             rows = [r for r in rows if in_test(self.row_id(r)) == (split == "test")]
         if split == "train" and dedup:
             from .dedup import drop_test_problems
@@ -137,14 +161,7 @@ class Benchmark:
     def tasks(self, split: str, n: int, seed: int = 0, path: str | os.PathLike[str] | None = None) -> list[Task]:
         """``n`` tasks of ``split`` in a seeded order (see the module docstring)."""
         rows = self.rows(split, path)
-        rng = random.Random(f"{self.name}:{split}:{seed}")
-        picked: list[tuple[int, int]] = []  # (epoch, row index)
-        epoch = 0
-        while len(picked) < n and rows and (epoch == 0 or split == "train"):
-            order = list(range(len(rows)))
-            rng.shuffle(order)
-            picked += [(epoch, i) for i in order[: n - len(picked)]]
-            epoch += 1
+        picked = seeded_draw(f"{self.name}:{split}:{seed}", len(rows), n, cycle=split == "train")
         if len(picked) < n:
             log.warning("%s: asked for %d %s tasks, the split has %d", self.name, n, split, len(picked))
         return [self.to_task(rows[i], split, e) for e, i in picked]

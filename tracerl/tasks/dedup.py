@@ -106,19 +106,27 @@ def test_problems(bench: Any, path: str | os.PathLike[str] | None) -> list[Probl
 def _domain_index(domain: str, path: str | None, data_dir: str | None) -> tuple[Index, tuple[str, ...]]:
     """The test problems of every registered benchmark of ``domain``, and the benchmarks whose
     test rows could not be loaded (``data_dir`` is only part of the cache key)."""
+    index, missing = _test_index([b for b in _catalogue() if b.domain == domain], path)
+    return index, tuple(missing)
+
+
+def _catalogue() -> list[Any]:
+    """The registered benchmarks (the user's tasks and generated ones have no hub data to check)."""
     from . import REGISTRY
 
+    return [s.source for s in REGISTRY.values() if hasattr(s.source, "hub")]
+
+
+def _test_index(benches: list[Any], path: str | os.PathLike[str] | None) -> tuple[Index, list[str]]:
+    """The test problems of ``benches``, and the names of those whose test rows could not be loaded."""
     problems: list[Problem] = []
     missing: list[str] = []
-    for spec in REGISTRY.values():
-        source = spec.source
-        if getattr(source, "domain", None) != domain or not hasattr(source, "hub"):
-            continue
+    for bench in benches:
         try:
-            problems += test_problems(source, path)
+            problems += test_problems(bench, path)
         except ConfigError:
-            missing.append(source.name)
-    return Index(problems), tuple(missing)
+            missing.append(bench.name)
+    return Index(problems), missing
 
 
 def drop_test_problems(bench: Any, rows: list[dict[str, Any]],
@@ -165,17 +173,8 @@ def catalogue_overlaps(path: str | os.PathLike[str] | None = None, names: Iterab
     """Every train row of the catalogue (or of ``names``) that is a test problem of any catalogue
     benchmark, and the benchmarks whose rows could not be loaded. ``after_dedup``: check the train
     rows as a run gets them (same-domain copies already dropped)."""
-    from . import REGISTRY
-
-    benches = [s.source for s in REGISTRY.values() if hasattr(s.source, "hub")]
-    missing: list[str] = []
-    problems: list[Problem] = []
-    for bench in benches:
-        try:
-            problems += test_problems(bench, path)
-        except ConfigError:
-            missing.append(bench.name)
-    index = Index(problems)
+    benches = _catalogue()
+    index, missing = _test_index(benches, path)
     wanted = set(names) if names is not None else None
     domains = {bench.name: bench.domain for bench in benches}
     found: list[Overlap] = []

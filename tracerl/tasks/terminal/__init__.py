@@ -26,9 +26,7 @@ built-in ``terminal`` task.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,8 +34,9 @@ from typing import Any
 from tracerl.core.errors import ConfigError
 from tracerl.core.types import Task
 
+from ..benchmarks import in_test, seeded_draw
+
 BUILTIN = Path(__file__).parent / "tasks"
-TEST_FRACTION = 0.2
 SYSTEM_PROMPT = (
     "You are at a bash shell in a Linux work folder. Each reply of yours is run there as a command (or a "
     "short script in one ```bash block) and you then see its output and exit status. Work step by step. "
@@ -104,8 +103,7 @@ def read_tasks(root: str | os.PathLike[str]) -> list[TerminalTask]:
 def _split_of(task: TerminalTask) -> str:
     if task.split is not None:
         return task.split
-    digest = hashlib.sha256(task.name.encode()).digest()
-    return "test" if int.from_bytes(digest[:4], "big") < TEST_FRACTION * 2**32 else "train"
+    return "test" if in_test(task.name) else "train"
 
 
 class TerminalTasks:
@@ -120,9 +118,13 @@ class TerminalTasks:
     def __init__(self, name: str, roots: list[Path], description: str):
         self.name, self.roots, self.description = name, roots, description
 
+    def folders(self) -> list[Path]:
+        """The folders of task folders, in order: a later one's task replaces one of the same name."""
+        return self.roots
+
     def all(self) -> list[TerminalTask]:
         found: dict[str, TerminalTask] = {}
-        for root in self.roots:
+        for root in self.folders():
             for task in read_tasks(root):
                 found[task.name] = task  # a later root's task of the same name replaces a built-in one
         return list(found.values())
@@ -135,14 +137,8 @@ class TerminalTasks:
         if split not in ("train", "test"):
             raise ConfigError(f"{self.name}: split must be train or test, not {split!r}")
         pool = sorted((t for t in self.all() if _split_of(t) == split), key=lambda t: t.name)
-        out: list[Task] = []
-        epoch = 0
-        rng = random.Random(f"{self.name}:{split}:{seed}")
-        while len(out) < n and pool and (epoch == 0 or split == "train"):
-            order = pool[:]
-            rng.shuffle(order)
-            out += [self._task(t, split, epoch) for t in order[: n - len(out)]]
-            epoch += 1
+        drawn = seeded_draw(f"{self.name}:{split}:{seed}", len(pool), n, cycle=split == "train")
+        out = [self._task(pool[i], split, epoch) for epoch, i in drawn]
         return out
 
     def _task(self, task: TerminalTask, split: str, epoch: int) -> Task:
@@ -195,9 +191,8 @@ class BuiltinTerminalTasks(TerminalTasks):
         super().__init__("terminal", [BUILTIN], "shell tasks in a sandboxed work folder (files, text processing, "
                          "git), scored by each task's test script")
 
-    def all(self) -> list[TerminalTask]:
-        self.roots = builtin_roots()
-        return super().all()
+    def folders(self) -> list[Path]:
+        return builtin_roots()  # $TRACERL_DATA_DIR read at use, not at import
 
 
 def register(name: str, folder: str | os.PathLike[str], *, replace: bool = False) -> Any:

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
 from pathlib import Path
@@ -65,8 +66,7 @@ class Workspace:
         return self._task_script(script, self.task.test_timeout_s)
 
     def _task_script(self, script: str, timeout_s: float) -> SandboxResult:
-        limits = Limits(timeout_s=timeout_s, memory_mb=self.limits.memory_mb, processes=self.limits.processes,
-                        output_bytes=self.limits.output_bytes, netns=self.limits.netns, boundary=self.boundary)
+        limits = dataclasses.replace(self.limits, timeout_s=timeout_s, boundary=self.boundary)
         if self.boundary:
             return run_shell(script, self._folder(), limits, readonly={str(self.task.folder): TASK_DIR},
                              env={**GIT_IDENTITY, "TASK_DIR": TASK_DIR})
