@@ -5,6 +5,7 @@ PostgreSQL server started for this module (tests/pg.py; skipped only where none 
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import sqlite3
 import time
@@ -388,3 +389,112 @@ def test_kill_9_of_a_writer_loses_nothing_it_committed(target: str) -> None:
         sizes = {s.session_id: s.spans for s in store.sessions()}
         assert all(f"k{b}" in sizes for b in seen)  # every acknowledged batch is there
         assert set(sizes.values()) == {BATCH}  # and no batch is there in part
+
+
+# --- apps in one store (service.name) ---------------------------------------------------------
+
+
+def _of(service: str | None, record: SpanRecord) -> SpanRecord:
+    if service is not None:
+        record.resource = {"service.name": service, "telemetry.sdk.language": "python"}
+    return record
+
+
+def _two_apps(store: SpanStore) -> None:
+    """App A's two episodes (one with an untagged span of an instrumentor that knows no session,
+    one a session-less trace), app B's one; the gateway's token spans in A's and B's sessions."""
+    gw = "tracerl-gateway"
+    store.add([
+        _of("app-a", rec(T1, 1, 100, session="a-1")), _of(None, rec(T1, 2, 110, parent=1)),
+        _of(gw, rec(T1, 3, 120, session="a-1", parent=1, llm=True)),
+        _of("app-a", rec(T2, 4, 200)), _of(gw, rec(T2, 5, 210, parent=4, llm=True)),
+        _of("app-b", rec(T3, 6, 300, session="b-1")), _of(gw, rec(T3, 7, 310, session="b-1", parent=6, llm=True)),
+    ])
+
+
+def test_an_apps_episodes_are_selected_whole_with_the_gateways_spans(store: SpanStore, tmp_path: Path) -> None:
+    _two_apps(store)
+    assert names(store.spans(service="app-a")) == ["span-1", "span-2", "span-3", "span-4", "span-5"]
+    assert [s.session_id for s in store.sessions(service="app-a")] == [f"trace:{T2}", "a-1"]
+    assert [(s.session_id, s.spans, s.llm_calls) for s in store.sessions(service="app-b")] == [("b-1", 2, 1)]
+    assert names(store.spans(service="app-a", session_id="a-1")) == ["span-1", "span-2", "span-3"]
+    assert store.spans(service="app-b", session_id="a-1") == [] and store.spans(service="nobody") == []
+    assert [(s.service, s.episodes, s.spans) for s in store.services()] == [
+        ("app-a", 2, 2), ("app-b", 1, 1), ("tracerl-gateway", 3, 3), (None, 1, 1)]
+    # the export carries each span's resource: an import into another store has the same services
+    out = tmp_path / "a.jsonl"
+    assert store.export_jsonl(out, service="app-a") == 5
+    with open_store(tmp_path / "other.db") as other:
+        assert other.import_jsonl(out) == 5
+        assert [(s.service, s.episodes) for s in other.services()] == [("app-a", 2), ("tracerl-gateway", 2), (None, 1)]
+        assert names(other.spans(service="app-a")) == names(store.spans(service="app-a"))
+
+
+# The tables as tracerl made them before spans had a service column (int64: INTEGER | BIGINT).
+_OLD_SCHEMA = """
+CREATE TABLE spans (trace_id TEXT NOT NULL, span_id TEXT NOT NULL, parent_span_id TEXT, session_id TEXT,
+    name TEXT NOT NULL, start_ns {int64} NOT NULL, end_ns {int64} NOT NULL, is_llm INTEGER NOT NULL DEFAULT 0,
+    inserted_ns {int64} NOT NULL, record TEXT NOT NULL, PRIMARY KEY (trace_id, span_id));
+CREATE INDEX spans_session ON spans(session_id);
+CREATE INDEX spans_start ON spans(start_ns);
+CREATE TABLE trace_sessions (trace_id TEXT PRIMARY KEY, session_id TEXT NOT NULL);
+CREATE INDEX trace_sessions_session ON trace_sessions(session_id);
+CREATE TABLE session_runs (session_id TEXT PRIMARY KEY, run_id TEXT NOT NULL);
+CREATE INDEX session_runs_run ON session_runs(run_id);
+CREATE TABLE store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+def _old_store(target: str, records: list[SpanRecord]) -> None:
+    """A store as the previous schema made it, holding ``records`` as its writer stored them."""
+    rows = [(r.trace_id, r.span_id, r.parent_span_id, r.session_id, r.name, r.start_ns, r.end_ns,
+             int(r.attributes.get("tracerl.span.type") == "llm"), 1, json.dumps(r.to_dict())) for r in records]
+    insert = "INSERT INTO spans VALUES (?,?,?,?,?,?,?,?,?,?)"
+    links = sorted({(r.trace_id, r.session_id) for r in records if r.session_id})
+    if target.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(target, autocommit=True) as conn:
+            conn.execute("DROP TABLE IF EXISTS spans, trace_sessions, session_runs, store_meta")
+            conn.execute(_OLD_SCHEMA.format(int64="BIGINT"))
+            with conn.cursor() as cur:
+                cur.executemany(insert.replace("?", "%s"), rows)
+                cur.executemany("INSERT INTO trace_sessions VALUES (%s, %s)", links)
+        return
+    with sqlite3.connect(target) as db:
+        db.executescript(_OLD_SCHEMA.format(int64="INTEGER"))
+        db.executemany(insert, rows)
+        db.executemany("INSERT INTO trace_sessions VALUES (?, ?)", links)
+    db.close()
+
+
+def _columns(target: str) -> list[str]:
+    if target.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(target) as conn:
+            return [row[0] for row in conn.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'spans'"
+                " AND table_schema = current_schema() ORDER BY ordinal_position")]
+    with sqlite3.connect(target) as db:
+        names = [row[1] for row in db.execute("PRAGMA table_info(spans)")]
+    db.close()
+    return names
+
+
+def test_a_store_made_before_the_service_column_is_migrated_on_open_and_keeps_its_spans(target: str) -> None:
+    old = [_of("app-a", rec(T1, 1, 100, session="a-1", note="ü")), _of("tracerl-gateway", rec(
+        T1, 2, 110, session="a-1", parent=1, llm=True)), _of(None, rec(T2, 3, 200, session="b-1"))]
+    _old_store(target, old)
+    assert "service" not in _columns(target)
+    with open_store(target) as store:  # opened for writing: migrated
+        assert _columns(target)[-1] == "service"
+        assert [r.to_dict() for r in store.spans()] == [r.to_dict() for r in old]  # every span, exactly
+        # the spans stored before the column learnt their service from their record
+        assert [(s.service, s.episodes) for s in store.services()] == [("app-a", 1), ("tracerl-gateway", 1), (None, 1)]
+        assert names(store.spans(service="app-a")) == ["span-1", "span-2"]
+        assert store.add([_of("app-b", rec(T3, 4, 300, session="c-1"))]) == 1
+        assert store.check() == "ok"
+    with open_store(target) as again:  # a second open finds nothing to do
+        assert again.count() == 4 and [s.session_id for s in again.sessions(service="app-b")] == ["c-1"]
+    assert _columns(target).count("service") == 1

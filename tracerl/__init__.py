@@ -45,7 +45,8 @@ _EXPORTS: dict[str, str] = {
     "Trajectory": "tracerl.core.types",
     "TrajectoryGroup": "tracerl.core.types",
     "decode_otlp": "tracerl.core.spans",
-    "emit_reward": "tracerl.core.rollout",
+    "emit_reward": "tracerl.core.record",
+    "episode_id": "tracerl.core.record",
     "instrument": "tracerl.adapters",
     "load_tasks": "tracerl.tasks.data",
     "reward": "tracerl.tasks.graders",
@@ -54,8 +55,9 @@ _EXPORTS: dict[str, str] = {
     "group_trajectories": "tracerl.core.types",
     "rollout": "tracerl.core.rollout_fn",
     "session": "tracerl.core.rollout",
+    "set_task": "tracerl.core.record",
     "setup_tracing": "tracerl.core.otel",
-    "tool_span": "tracerl.core.rollout",
+    "tool_span": "tracerl.core.record",
     "uninstrument": "tracerl.adapters",
 }
 
@@ -92,6 +94,7 @@ __all__ = [
     "decode_otlp",
     "emit_reward",
     "episode_from_spans",
+    "episode_id",
     "episodes_from_sessions",
     "episodes_from_store",
     "evaluate",
@@ -101,6 +104,7 @@ __all__ = [
     "reward",
     "rollout",
     "session",
+    "set_task",
     "setup_tracing",
     "tool_span",
     "train",
@@ -138,9 +142,9 @@ if TYPE_CHECKING:  # pragma: no cover
         RolloutContext,
         RolloutSettings,
         Session,
-        emit_reward,
         session,
     )
+    from tracerl.core.record import emit_reward, episode_id, set_task, tool_span
     from tracerl.core.rollout_fn import rollout
     from tracerl.core.spans import SpanRecord, decode_otlp
     from tracerl.core.store import SpanStore, StoreExporter

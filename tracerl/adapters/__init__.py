@@ -49,6 +49,7 @@ def instrument(
     tracer_provider: Any = None,
     propagate: bool = True,
     capture_content: bool | None = None,
+    service_name: str | None = None,
     workflow_spans: bool = False,
 ) -> None:
     """Record every LLM call (and tool run, agent, handoff) of ``framework`` in this process as
@@ -64,12 +65,15 @@ def instrument(
     messages, tool definitions and tool arguments (default: OpenTelemetry's
     ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``, else yes). ``workflow_spans``: also
     a span per graph and node run (LangChain/LangGraph) or ``Runner.run`` (Agents SDK); with
-    "all" it goes to the adapters that have them.
+    "all" it goes to the adapters that have them. ``service_name``: the app's OpenTelemetry
+    ``service.name``, stored with each span (``tracerl traces export --service NAME`` exports
+    that app's episodes); default ``OTEL_SERVICE_NAME``. It names the provider tracerl installs:
+    an app's own ``tracer_provider``, or one installed before, keeps the name its resource has.
     """
     chosen = instrumentors(framework)
     for adapter in chosen:
         adapter.instrument(store=store, otlp_endpoint=otlp_endpoint, tracer_provider=tracer_provider,
-                           propagate=propagate, capture_content=capture_content,
+                           propagate=propagate, capture_content=capture_content, service_name=service_name,
                            workflow_spans=workflow_spans and (adapter.has_workflow_spans or len(chosen) == 1))
 
 

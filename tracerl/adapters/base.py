@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 from opentelemetry import trace
 
 from tracerl.core.errors import ConfigError
-from tracerl.core.otel import TRACER_NAME, setup_tracing
+from tracerl.core.otel import TRACER_NAME, Tracing, setup_tracing
 
 from . import _common
 
@@ -31,6 +31,8 @@ class Options:
 
     capture_content: bool = True
     workflow_spans: bool = False
+    # where a top-level run opens its episode when no session is open (tracerl.core.record)
+    tracing: Tracing | None = None
 
 
 class Instrumentor:
@@ -49,7 +51,7 @@ class Instrumentor:
         return self._propagating is not None
 
     def instrument(self, *, store: Any = None, otlp_endpoint: str | None = None, tracer_provider: Any = None,
-                   propagate: bool = True, capture_content: bool | None = None,
+                   propagate: bool = True, capture_content: bool | None = None, service_name: str | None = None,
                    workflow_spans: bool = False) -> None:
         """Hook the framework; see :func:`tracerl.instrument` for the parameters."""
         if self.is_instrumented:
@@ -58,8 +60,10 @@ class Instrumentor:
         if workflow_spans and not self.has_workflow_spans:
             raise ConfigError(f"workflow_spans=True: the {self.title} adapter has no workflow spans (only the "
                               "LangChain/LangGraph and OpenAI Agents adapters do); leave it off")
-        options = Options(capture_content=_common.capture_content(capture_content), workflow_spans=workflow_spans)
-        tracing = setup_tracing(store, otlp_endpoint=otlp_endpoint, tracer_provider=tracer_provider)
+        capture = _common.capture_content(capture_content)
+        tracing = setup_tracing(store, otlp_endpoint=otlp_endpoint, tracer_provider=tracer_provider,
+                                service_name=service_name)
+        options = Options(capture_content=capture, workflow_spans=workflow_spans, tracing=tracing)
         self._instrument(tracing.tracer(f"{TRACER_NAME}.{self.name.replace('-', '_')}"), options)
         if propagate:
             _common.enable_http_propagation(self.name)

@@ -10,14 +10,17 @@ monkey-patched. Spans written:
   ``tracerl.node.step``; ``tracerl.agent.name`` when the run's metadata has
   ``tracerl_agent``), current while the HTTP call is made;
 * ``execute_tool {name}`` per tool run;
+* ``tracerl.episode`` for each top-level run (a graph or chain invocation, or a chat model
+  invoked alone) when no session is open: one run of the app, one episode
+  (:mod:`tracerl.core.record`);
 * with ``instrument(workflow_spans=True)`` only: ``invoke_workflow {name}`` for each top-level run
-  (a graph or chain invocation) and ``node {name}`` for each LangGraph node run.
+  and ``node {name}`` for each LangGraph node run.
 
 Chain spans are off by default because training needs none of them (the chat span already
 names its node and step) and they are most of the cost: a LangGraph node call with them is
-three spans and LangChain dispatching every chain event to us; without them LangChain skips
-the handler for chain events (``ignore_chain``) and one span remains. See
-bench/instrument_overhead.py.
+three spans. Inside a session (every rollout) LangChain then skips the handler for chain
+events (``ignore_chain``) and one span remains; outside one, chain events reach it to find
+the top-level run, and below it cost one comparison each. See bench/instrument_overhead.py.
 
 Name a role explicitly with ``config={"metadata": {"tracerl_agent": "judge"}}``; otherwise
 the converter names trajectories after the LangGraph node that made the call.
@@ -39,6 +42,9 @@ from tracerl.core import _json
 from tracerl.core import semconv as sc
 from tracerl.core.errors import ConfigError
 from tracerl.core.messages import genai_doc
+from tracerl.core.otel import Tracing
+from tracerl.core.record import close_app_episode, inside_session, open_app_episode
+from tracerl.core.rollout import Session
 from tracerl.core.types import Message
 
 from . import _common
@@ -99,19 +105,24 @@ class TracerlCallbackHandler(BaseCallbackHandler):
     run_inline = True  # run in the caller's task/thread, so our span is current for the HTTP call
     raise_error = False
 
-    def __init__(self, tracer: trace.Tracer, *, workflow_spans: bool = False, capture_content: bool = True):
+    def __init__(self, tracer: trace.Tracer, *, workflow_spans: bool = False, capture_content: bool = True,
+                 tracing: Tracing | None = None):
         self._tracer = tracer
         self._workflow_spans = workflow_spans
         self._content = capture_content
+        self._tracing = tracing  # where a top-level run opens its episode (None: it opens none)
         # run id -> what we made of it; every access is one dict operation, atomic, so no
         # lock (LangChain calls us from many threads and tasks, on every run)
         self._runs: dict[UUID, _Run] = {}
+        self._episodes: dict[UUID, Session] = {}  # top-level run id -> the episode it opened
 
     # LangChain asks these before dispatching an event to a handler: events we ignore cost
     # it one attribute read instead of a call.
     @property
     def ignore_chain(self) -> bool:
-        return not self._workflow_spans
+        # Inside a session (every rollout) chain events matter only for workflow spans; outside
+        # one, the top-level run opens the episode.
+        return not self._workflow_spans and inside_session()
 
     @property
     def ignore_retriever(self) -> bool:
@@ -168,6 +179,19 @@ class TracerlCallbackHandler(BaseCallbackHandler):
             run.span.set_attribute("error.type", type(error).__name__)
         run.span.end()
 
+    # -- the episode of a top-level run ------------------------------------------------
+
+    def _open_episode(self, run_id: UUID, name: str) -> None:
+        if self._tracing is not None:
+            sess = open_app_episode(self._tracing, "langchain", name)
+            if sess is not None:
+                self._episodes[run_id] = sess
+
+    def _close_episode(self, run_id: UUID, error: BaseException | None = None) -> None:
+        sess = self._episodes.pop(run_id, None)
+        if sess is not None:
+            close_app_episode(sess, error)
+
     # -- chains and LangGraph nodes ---------------------------------------------------
 
     def on_chain_start(self, serialized: dict[str, Any] | None, inputs: Any, *, run_id: UUID,
@@ -176,8 +200,12 @@ class TracerlCallbackHandler(BaseCallbackHandler):
         metadata = metadata or {}
         name = kwargs.get("name") or (serialized or {}).get("name") or "chain"
         if parent_run_id is None:
-            self._start(run_id, None, f"invoke_workflow {name}", SpanKind.INTERNAL,
-                        {"gen_ai.operation.name": "invoke_workflow", "gen_ai.workflow.name": name})
+            self._open_episode(run_id, name)  # first: the workflow span is its child
+            if self._workflow_spans:
+                self._start(run_id, None, f"invoke_workflow {name}", SpanKind.INTERNAL,
+                            {"gen_ai.operation.name": "invoke_workflow", "gen_ai.workflow.name": name})
+        elif not self._workflow_spans:
+            return
         elif metadata.get("langgraph_node") == name and parent_run_id in self._runs:
             attrs = {sc.NODE_NAME: name, "langgraph.step": int(metadata.get("langgraph_step", 0))}
             if metadata.get("tracerl_agent"):
@@ -188,9 +216,11 @@ class TracerlCallbackHandler(BaseCallbackHandler):
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
         self._end(run_id)
+        self._close_episode(run_id)
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._end(run_id, error=error)
+        self._close_episode(run_id, error)
 
     # -- chat models ------------------------------------------------------------------
 
@@ -218,6 +248,8 @@ class TracerlCallbackHandler(BaseCallbackHandler):
                 attrs[sc.NODE_STEP] = metadata["langgraph_step"]
         if metadata.get("tracerl_agent"):
             attrs[sc.AGENT_NAME] = str(metadata["tracerl_agent"])
+        if parent_run_id is None:  # a chat model invoked alone is a run of its own
+            self._open_episode(run_id, f"chat {model}")
         self._start(run_id, parent_run_id, f"chat {model}", SpanKind.CLIENT, attrs, current=True)
 
     def on_llm_start(self, serialized: dict[str, Any] | None, prompts: list[str], *, run_id: UUID,
@@ -229,9 +261,11 @@ class TracerlCallbackHandler(BaseCallbackHandler):
 
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
         self._end(run_id, _result_attributes, response, self._content)
+        self._close_episode(run_id)
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._end(run_id, error=error)
+        self._close_episode(run_id, error)
 
     # -- tools ------------------------------------------------------------------------
 
@@ -317,7 +351,7 @@ class LangChainInstrumentor(Instrumentor):
 
         hooks = _configure_hooks()
         handler = TracerlCallbackHandler(tracer, workflow_spans=options.workflow_spans,
-                                         capture_content=options.capture_content)
+                                         capture_content=options.capture_content, tracing=options.tracing)
         # The variable's default is the handler, so every context (threads, tasks) sees it.
         var: ContextVar[Any] = ContextVar("tracerl_langchain_handler", default=handler)
         register_configure_hook(var, True)

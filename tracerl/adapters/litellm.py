@@ -22,7 +22,9 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from tracerl.core import _json
 from tracerl.core import semconv as sc
 from tracerl.core.messages import responses_to_chat
-from tracerl.core.otel import register_flush_hook, unregister_flush_hook
+from tracerl.core.otel import Tracing, register_flush_hook, unregister_flush_hook
+from tracerl.core.record import close_app_episode, open_app_episode
+from tracerl.core.rollout import Session
 
 from . import _common
 from .base import Instrumentor, Options
@@ -49,29 +51,43 @@ def _ns(value: Any) -> int | None:
 class TracerlLiteLLMLogger(CustomLogger):
     """One ``chat {model}`` span per LiteLLM completion call."""
 
-    def __init__(self, tracer: trace.Tracer, *, capture_content: bool = True):
+    def __init__(self, tracer: trace.Tracer, *, capture_content: bool = True, tracing: Tracing | None = None):
         super().__init__()
         self._tracer = tracer
         self._content = capture_content
+        self._tracing = tracing  # where a call outside any run opens its episode (None: it opens none)
         self._contexts: dict[str, Any] = {}  # calls started and not yet reported
+        self._episodes: dict[str, Session] = {}  # call id -> the episode it opened
         self._done = threading.Condition()
 
     def log_pre_api_call(self, model: str, messages: Any, kwargs: dict[str, Any]) -> None:
         call_id = kwargs.get("litellm_call_id")
         if call_id:
+            # a call outside any session or framework run is one episode: current from here, so
+            # the HTTP call carries it to the gateway; it ends when LiteLLM reports the call
+            sess = open_app_episode(self._tracing, "litellm", f"chat {model}") if self._tracing else None
             with self._done:
                 self._contexts[call_id] = otel_context.get_current()
+                if sess is not None:
+                    self._episodes[call_id] = sess
 
     def flush(self, timeout_s: float) -> None:
         """Wait until every started call has been reported (LiteLLM reports on a worker)."""
         with self._done:  # bounded: a call LiteLLM never reports must not stall every episode
             self._done.wait_for(lambda: not self._contexts, timeout=min(timeout_s, 5.0))
+            # Never reported (LiteLLM logs an async call in a task of its loop, cancelled when the
+            # loop closes first): end their episodes, which hold the gateway's span all the same.
+            abandoned = [self._episodes.pop(call_id) for call_id in list(self._episodes)
+                         if self._episodes[call_id].ended_at is None]
+        for sess in abandoned:
+            close_app_episode(sess)
 
     def _record(self, kwargs: dict[str, Any], response: Any, start: Any, end: Any, error: Any = None) -> None:
+        sess, call_id = None, kwargs.get("litellm_call_id") or ""
         try:
-            with self._done:
-                ctx = self._contexts.pop(kwargs.get("litellm_call_id") or "", None)
-                self._done.notify_all()
+            with self._done:  # still pending (for flush) until its episode has ended too
+                ctx = self._contexts.get(call_id)
+                sess = self._episodes.pop(call_id, None)
             model = str(kwargs.get("model") or "unknown")
             optional = kwargs.get("optional_params") or {}
             attrs: dict[str, Any] = {
@@ -91,6 +107,11 @@ class TracerlLiteLLMLogger(CustomLogger):
             span.end(end_time=_ns(end))
         except Exception:  # never break the user's LLM call
             log.debug("tracerl: could not record a LiteLLM call", exc_info=True)
+        if sess is not None:
+            close_app_episode(sess, error if isinstance(error, BaseException) else None)
+        with self._done:
+            self._contexts.pop(call_id, None)
+            self._done.notify_all()
 
     def log_success_event(self, kwargs: dict[str, Any], response_obj: Any, start_time: Any, end_time: Any) -> None:
         self._record(kwargs, response_obj, start_time, end_time)
@@ -165,7 +186,7 @@ class LiteLLMInstrumentor(Instrumentor):
     def _instrument(self, tracer: trace.Tracer, options: Options) -> None:
         import litellm
 
-        self._handler = TracerlLiteLLMLogger(tracer, capture_content=options.capture_content)
+        self._handler = TracerlLiteLLMLogger(tracer, capture_content=options.capture_content, tracing=options.tracing)
         litellm.logging_callback_manager.add_litellm_callback(self._handler)
         register_flush_hook(self._handler.flush)
 

@@ -9,8 +9,9 @@ stop uploads would otherwise silence us too).
 Spans: ``invoke_agent {agent}`` (``gen_ai.agent.name``; the converter names trajectories
 after it), ``chat {model}`` per generation/response (current while the HTTP call is made, so
 the gateway's span nests under it), ``execute_tool {name}`` and ``handoff {from} -> {to}``;
-with ``instrument(workflow_spans=True)`` also ``invoke_workflow {trace}`` per SDK trace (a
-``Runner.run``). That one is off by default, as LangChain's graph and node spans are:
+and, when no session is open, ``tracerl.episode`` per SDK trace (a ``Runner.run``, or the runs
+under one ``agents.trace(...)``): one run of the app, one episode (:mod:`tracerl.core.record`);
+with ``instrument(workflow_spans=True)`` also ``invoke_workflow {trace}`` per SDK trace. That one is off by default, as LangChain's graph and node spans are:
 training needs none of it, and every span costs CPU on each call.
 """
 
@@ -26,6 +27,9 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from tracerl.core import _json
 from tracerl.core.errors import ConfigError
 from tracerl.core.messages import responses_to_chat
+from tracerl.core.otel import Tracing
+from tracerl.core.record import close_app_episode, open_app_episode
+from tracerl.core.rollout import Session
 
 from . import _common
 from .base import Instrumentor, Options
@@ -57,10 +61,13 @@ _MIRRORED = frozenset({"generation", "response", "agent", "function", "handoff"}
 class TracerlTracingProcessor(TracingProcessor):
     """Receives the SDK's traces and spans; never raises into the SDK."""
 
-    def __init__(self, tracer: trace.Tracer, *, workflow_spans: bool = False, capture_content: bool = True):
+    def __init__(self, tracer: trace.Tracer, *, workflow_spans: bool = False, capture_content: bool = True,
+                 tracing: Tracing | None = None):
         self._tracer = tracer
         self._workflow_spans = workflow_spans
         self._content = capture_content
+        self._tracing = tracing  # where an SDK trace opens its episode (None: it opens none)
+        self._episodes: dict[str, Session] = {}  # SDK trace id -> the episode it opened
         # SDK span (or trace) id -> what we made of it: a mirror, or for a span we do not
         # mirror (task, turn) the id of its parent, to find its children's nearest mirror.
         # Every access is one dict operation, atomic, so no lock (this runs for every span).
@@ -78,6 +85,13 @@ class TracerlTracingProcessor(TracingProcessor):
         return None
 
     def on_trace_start(self, t: Any) -> None:
+        try:  # an SDK trace (Runner.run) outside a session is one episode, made current here
+            sess = open_app_episode(self._tracing, "openai-agents", str(t.name)) if self._tracing else None
+        except Exception:  # tracing must never break the agent
+            log.debug("tracerl: could not open an episode for an Agents SDK trace", exc_info=True)
+            sess = None
+        if sess is not None:
+            self._episodes[t.trace_id] = sess
         if not self._workflow_spans:  # the agent spans then hang under the caller's current span
             return
         span = self._tracer.start_span(f"invoke_workflow {t.name}", kind=SpanKind.INTERNAL, attributes={
@@ -88,6 +102,9 @@ class TracerlTracingProcessor(TracingProcessor):
         found = self._spans.pop(t.trace_id, None)
         if isinstance(found, _Mirrored):
             found.span.end()
+        sess = self._episodes.pop(t.trace_id, None)
+        if sess is not None:
+            close_app_episode(sess)
 
     def on_span_start(self, span: Any) -> None:
         try:
@@ -225,7 +242,7 @@ class OpenAIAgentsInstrumentor(Instrumentor):
         self._before = _processors(provider)
         self._flag = _disabled_flag(provider)
         ours = TracerlTracingProcessor(tracer, workflow_spans=options.workflow_spans,
-                                       capture_content=options.capture_content)
+                                       capture_content=options.capture_content, tracing=options.tracing)
         provider.set_processors([p for p in self._before if not _uploads(p)] + [ours])
         provider.set_disabled(False)
 

@@ -15,7 +15,10 @@ from rich.tree import Tree
 
 from tracerl.cli.serve import StoreOption
 from tracerl.core.errors import ConfigError
-from tracerl.core.store import SpanStore, default_store_target, is_url, open_store
+from tracerl.core.export import check_service, select_episodes
+from tracerl.core.semconv import GATEWAY_SERVICE
+from tracerl.core.spans import SpanRecord, dumps_jsonl
+from tracerl.core.store import SpanStore, default_store_target, is_url, open_store, write_parquet
 
 app = typer.Typer(help="Inspect, export and import stored traces (one episode per session).", no_args_is_help=True)
 console = Console()
@@ -26,6 +29,9 @@ RunIdOption = Annotated[str | None, typer.Option(
 SinceOption = Annotated[
     str | None, typer.Option("--since", help="only episodes started in the last 30s/15m/2h/7d")
 ]
+ServiceOption = Annotated[str | None, typer.Option(
+    "--service", help="only the episodes of this app: its OpenTelemetry service.name (instrument(service_name=...) "
+    "or OTEL_SERVICE_NAME), whole, the gateway's token spans included")]
 
 
 def parse_since(text: str | None) -> int | None:
@@ -53,20 +59,33 @@ def _when(ns: int) -> str:
 
 @app.command("list")
 def list_(db: DbOption = None, since: SinceOption = None, limit: int = typer.Option(20, min=1),
-          run_id: RunIdOption = None) -> None:
+          run_id: RunIdOption = None, service: ServiceOption = None) -> None:
     """List stored episodes, newest first: LLM calls (each once, however many spans recorded
-    it), reward and how each ended."""
+    it), reward, how each ended, and the app (service) that wrote it."""
     from tracerl.core.convert import episode_from_spans
 
     with _open(db, run_id=run_id) as store:
-        rows = store.sessions(since_ns=parse_since(since), limit=limit)
-        table = Table("llm calls", "reward", "ending", "started (UTC)", "duration", "spans")
+        if service is not None:
+            check_service(store, service)
+        rows = store.sessions(since_ns=parse_since(since), limit=limit, service=service)
+        table = Table("llm calls", "reward", "ending", "service", "started (UTC)", "duration", "spans")
         table.add_column("episode", no_wrap=True)
         for r in rows:
-            ep = episode_from_spans(store.spans(session_id=r.session_id), episode_id=r.session_id)
+            records = store.spans(session_id=r.session_id)
+            ep = episode_from_spans(records, episode_id=r.session_id)
             table.add_row(str(len(ep.steps)), "-" if ep.reward is None else f"{ep.reward:g}", ep.termination_reason.value,
-                          _when(r.start_ns), f"{max(0, r.end_ns - r.start_ns) / 1e9:.2f}s", str(r.spans), r.session_id)
-        console.print(table if rows else f"no episodes in {store.where}" + (f" of run {run_id}" if run_id else ""))
+                          _services(records), _when(r.start_ns), f"{max(0, r.end_ns - r.start_ns) / 1e9:.2f}s",
+                          str(r.spans), r.session_id)
+        scope = (f" of run {run_id}" if run_id else "") + (f" of service {service}" if service else "")
+        console.print(table if rows else f"no episodes in {store.where}{scope}")
+
+
+def _services(records: list[SpanRecord]) -> str:
+    """The apps that wrote an episode; the gateway only where no app's span is there (a client
+    with no adapter, on the session URL)."""
+    found = sorted({name for r in records if (name := r.service) is not None})
+    apps = [name for name in found if name != GATEWAY_SERVICE]
+    return ", ".join(apps or found) or "-"
 
 
 @app.command()
@@ -142,34 +161,44 @@ def export(
     episode: Annotated[list[str] | None, typer.Option("--episode", help="only these episodes")] = None,
     since: SinceOption = None,
     run_id: RunIdOption = None,
+    service: ServiceOption = None,
+    trajectory: Annotated[str | None, typer.Option(
+        "--trajectory", help="only episodes with a trajectory of this name (the agent's name, else the LangGraph "
+        "node's, else main: as `traces show` prints them), each exported whole")] = None,
 ) -> None:
     """Export spans to JSON lines or Parquet, to train on later or move to another store.
-    Exporting nothing is an error (exit 1), and leaves ``out`` as it was."""
+    ``--service`` and ``--trajectory`` keep whole episodes (every span of each, the gateway's
+    token spans included). Exporting nothing is an error (exit 1), and leaves ``out`` as it was."""
     since_ns = parse_since(since)
     with _open(db, run_id=run_id) as store:
-        ids: list[str | None] = list(episode) if episode else [None]
-        parquet = out.suffix == ".parquet"
-        if parquet and len(ids) > 1:
-            raise ConfigError("Parquet export takes at most one --episode; use .jsonl for several")
+        if service is not None:
+            check_service(store, service)
+        chosen = select_episodes(store, episodes=episode, service=service, trajectory=trajectory, since_ns=since_ns)
         tmp = out.with_name(f".{out.name}.partial")
         try:
-            if parquet:
-                n = store.export_parquet(tmp, session_id=ids[0], since_ns=since_ns)
+            if out.suffix == ".parquet":
+                n = write_parquet([r for records in chosen for r in records], tmp)
             else:
+                n = 0
                 with open(tmp, "w", encoding="utf-8") as fh:
-                    n = sum(store.export_jsonl(fh, session_id=i, since_ns=since_ns) for i in ids)
+                    for records in chosen:
+                        fh.writelines(dumps_jsonl(records))
+                        n += len(records)
             if n:
                 tmp.replace(out)
         finally:
             tmp.unlink(missing_ok=True)
         if not n:
-            raise ConfigError(_nothing_exported(store.where, episode, since) + f"; {out} was not written")
+            raise ConfigError(_nothing_exported(store.where, episode, since, service, trajectory)
+                              + f"; {out} was not written")
         typer.echo(f"exported {n} spans to {out}")
 
 
-def _nothing_exported(path: str, episodes: list[str] | None, since: str | None) -> str:
+def _nothing_exported(path: str, episodes: list[str] | None, since: str | None, service: str | None = None,
+                      trajectory: str | None = None) -> str:
     """Why an export found nothing, and where spans are: a run keeps its own in RUN/traces.db."""
-    which = (f" for episode {', '.join(episodes)}" if episodes else "") + (f" from the last {since}" if since else "")
+    which = ((f" for episode {', '.join(episodes)}" if episodes else "") + (f" from the last {since}" if since else "")
+             + (f" of service {service}" if service else "") + (f" with trajectory {trajectory}" if trajectory else ""))
     runs = sorted(Path("runs").glob("*/traces.db"), key=lambda p: p.stat().st_mtime, reverse=True)
     found = f" (here: {', '.join(str(p) for p in runs[:3])})" if runs else ""
     return (f"no spans{which} in {path}; a training run or tracerl eval keeps its spans in its own folder, "

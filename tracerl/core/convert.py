@@ -335,7 +335,7 @@ def episode_from_spans(
             llm_spans.append(s)
         elif sc.is_reward_span(a):
             rewards.append(s)
-        elif a.get(sc.SPAN_TYPE) in ("episode", "grading"):  # the episode's root, its grading's outcome
+        elif a.get(sc.SPAN_TYPE) in ("episode", "grading", "task"):  # its root, its grading, a task set later
             episode_spans.append(s)
     # Read in call order so each call's history is parsed once (see MessageCache).
     llm_spans.sort(key=lambda s: (sc._opt_int(s.attributes.get(sc.SEQUENCE)) or 0, s.start_ns))

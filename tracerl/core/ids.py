@@ -17,9 +17,13 @@ generator (pass ``id_generator=TimeOrderedIdGenerator()`` to give it the same la
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 import time
 import uuid
+from collections.abc import Mapping
+from typing import Any
 
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 
@@ -52,3 +56,12 @@ class TimeOrderedIdGenerator(RandomIdGenerator):
 
     def is_trace_id_random(self) -> bool:
         return True  # the rightmost 7 bytes are (W3C level 2's condition for the flag)
+
+
+def row_id(row: Mapping[Any, Any], asked: Mapping[str, Any], answer: Any) -> str:
+    """A data row's stable task id: ``row-`` and a hash of what it asks (``question`` and the
+    mapped columns) and its answer, of the whole row when it asks nothing by name. A task set
+    from an app's run (``tracerl.set_task({"question": ..., "answer": ...})``) gets the id its
+    data row gets, so held-out rows stay held out whichever way the task arrives."""
+    key: Any = {"asked": dict(asked), "answer": answer} if asked else row
+    return "row-" + hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]

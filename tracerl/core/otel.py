@@ -13,6 +13,11 @@ from that provider: the user's own processors see them exactly as the SDK docume
   spans written there only, every other span to the provider's shared store(s);
 * a ``BatchSpanProcessor`` per OTLP/HTTP endpoint, when one is given.
 
+The provider's resource names the app: its ``service.name`` is stored with each span, and
+``tracerl traces export --service`` selects an app's episodes by it. A provider we install takes
+``service_name``, else OpenTelemetry's ``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES`` (the
+SDK reads them), else the SDK's ``unknown_service:python``; an app's own provider keeps its own.
+
 What we attach to a provider is kept in a module-level weak mapping, never on the provider.
 """
 
@@ -29,6 +34,7 @@ from typing import Any
 
 from opentelemetry import baggage, trace
 from opentelemetry.context import Context
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.id_generator import IdGenerator
@@ -84,6 +90,7 @@ class Tracing:
     sinks: set[str] = field(default_factory=set)
     processors: list[SpanProcessor] = field(default_factory=list)  # ours, in the order added
     tracers: dict[str, trace.Tracer] = field(default_factory=dict)  # get_tracer costs ~50 µs a call
+    unapplied: set[str] = field(default_factory=set)  # service names asked for too late (warned once)
 
     def store(self, store: SpanStore | str) -> SpanStore:
         """The store at this path (opened once), or ``store`` itself, registered here. Keyed
@@ -135,7 +142,7 @@ def _key(path: str) -> str:
     return path if path == ":memory:" or is_url(path) else os.path.abspath(path)
 
 
-def _sdk_provider(provider: Any | None) -> TracerProvider:
+def _sdk_provider(provider: Any | None, service_name: str | None = None) -> TracerProvider:
     if provider is not None:
         if not isinstance(provider, TracerProvider):
             raise ConfigError(
@@ -145,7 +152,9 @@ def _sdk_provider(provider: Any | None) -> TracerProvider:
     current = trace.get_tracer_provider()
     if isinstance(current, TracerProvider):
         return current
-    trace.set_tracer_provider(TracerProvider(id_generator=_id_generator()))
+    # Resource.create reads OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES; service_name wins over both
+    resource = Resource.create({SERVICE_NAME: service_name} if service_name else None)
+    trace.set_tracer_provider(TracerProvider(id_generator=_id_generator(), resource=resource))
     # set_tracer_provider refuses a second provider; use whatever won.
     current = trace.get_tracer_provider()
     if not isinstance(current, TracerProvider):
@@ -176,6 +185,7 @@ def setup_tracing(
     otlp_headers: dict[str, str] | None = None,
     tracer_provider: TracerProvider | None = None,
     use_store: bool = True,
+    service_name: str | None = None,
 ) -> Tracing:
     """Attach tracerl's processors to ``tracer_provider`` (default: the global one).
 
@@ -185,10 +195,16 @@ def setup_tracing(
     ``my_store`` alone), else :func:`~.store.default_store_target`. ``use_store=False`` adds no
     shared store (sessions that name their own still get theirs).
     ``otlp_endpoint``: also export to an OTLP/HTTP collector, e.g. ``http://127.0.0.1:4318``.
+    ``service_name``: the app's OpenTelemetry ``service.name`` when this call installs the
+    provider (default: ``OTEL_SERVICE_NAME``); a provider that exists already keeps its resource's
+    (a resource is fixed when the provider is made), and a different name is warned about once.
     Idempotent per provider and sink.
     """
+    if service_name is not None and (not isinstance(service_name, str) or not service_name.strip()):
+        raise ConfigError(f"service_name={service_name!r}: name the app with a non-empty string, e.g. "
+                          "service_name='unit-converter' (or leave it out and set OTEL_SERVICE_NAME)")
     with _lock:
-        provider = _sdk_provider(tracer_provider)
+        provider = _sdk_provider(tracer_provider, service_name)
         state = _states.get(provider)
         if state is None:
             state = _states[provider] = Tracing(provider=provider)
@@ -204,7 +220,20 @@ def setup_tracing(
         if otlp_endpoint and f"otlp:{otlp_endpoint}" not in state.sinks:
             _add(state, BatchSpanProcessor(_otlp_exporter(otlp_endpoint, otlp_headers)))
             state.sinks.add(f"otlp:{otlp_endpoint}")
+        _check_service(state, service_name)
         return state
+
+
+def _check_service(state: Tracing, service_name: str | None) -> None:
+    """Say once when ``service_name`` cannot apply: the provider was made with another."""
+    named = state.provider.resource.attributes.get(SERVICE_NAME)
+    if service_name is None or named == service_name or service_name in state.unapplied:
+        return
+    state.unapplied.add(service_name)
+    log.warning("tracerl: service_name=%r is not applied: the TracerProvider was made before, with service.name "
+                "%r, and a provider's resource is fixed when it is made. Pass service_name to the first tracerl "
+                "call of the process, set OTEL_SERVICE_NAME, or make your provider with "
+                "Resource.create({'service.name': %r})", service_name, named, service_name)
 
 
 def _add(state: Tracing, processor: SpanProcessor) -> None:

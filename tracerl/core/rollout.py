@@ -25,7 +25,8 @@ import concurrent.futures
 import contextlib
 import contextvars
 import logging
-import math
+import threading
+import time
 import traceback
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -36,12 +37,12 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Status, StatusCode
 from pydantic import BaseModel, ConfigDict, Field
 
-from . import _json, clients
+from . import clients
 from . import semconv as sc
 from .convert import episode_from_spans
 from .errors import ConfigError
 from .ids import new_episode_id
-from .otel import Tracing, get_tracer, setup_tracing
+from .otel import Tracing, setup_tracing
 from .store import SpanStore
 from .types import Episode, Task, TerminationReason
 
@@ -202,6 +203,10 @@ class Session:
         self.error: str | None = None
         self.traceback: str | None = None  # the agent's exception's, when it raised
         self.otlp_only = False  # its spans leave over the tracing's OTLP exporter only (a rollout worker's)
+        # opened by a framework's top-level run, no session being open (tracerl.core.record)
+        self.app_run = sc.EPISODE_SOURCE in self.attributes
+        self.ended_at: float | None = None  # time.monotonic() when it ended
+        self._where: tuple[int, int] | None = None  # the thread and task it was entered in
 
     @property
     def base_url(self) -> str:
@@ -264,6 +269,7 @@ class Session:
         self._ctx = ctx
         self._token = context.attach(trace.set_span_in_context(self._span, ctx))
         self._session_token = _current.set(self)
+        self._where = _here()
         return self
 
     def _baggage(self) -> Context:
@@ -308,6 +314,19 @@ class Session:
         if self.termination_reason is None:
             self.termination_reason, self.error = reason, error
 
+    def attached_here(self) -> bool:
+        """Whether this is the thread (and asyncio task) the session was entered in, with its
+        context still current: where :meth:`release` may restore the context before it."""
+        return self._token is not None and self._where == _here() and _current.get() is self
+
+    def release(self) -> None:
+        """Restore the context this session was entered in (call it there, as ``__exit__`` does)."""
+        if self._token is not None:
+            context.detach(self._token)  # type: ignore[arg-type]
+            if self._session_token is not None:
+                _current.reset(self._session_token)
+            self._token = self._session_token = None
+
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
         if exc is not None:
             self.end(_reason_for(exc), f"{type(exc).__name__}: {exc}")
@@ -322,11 +341,11 @@ class Session:
                 span.set_attribute(sc.EPISODE_ERROR, self.error[:4000])
                 span.set_status(Status(StatusCode.ERROR, self.error[:200]))
             span.end()
-        if self._token is not None:
-            context.detach(self._token)  # type: ignore[arg-type]
-            if self._session_token is not None:
-                _current.reset(self._session_token)
-            self._token = None
+        self.ended_at = time.monotonic()
+        # An app run may end on another thread (LiteLLM reports there): its context stays current
+        # where it began, ended, until the next run there releases it (tracerl.core.record).
+        if not self.app_run or self.attached_here():
+            self.release()
         return False
 
     async def __aenter__(self) -> Session:
@@ -341,6 +360,15 @@ class Session:
         store = self._store()
         ep = episode_from_spans(store.spans(session_id=self.episode_id), episode_id=self.episode_id, task=self.task)
         return ended(ep, self.termination_reason, self.error, self.traceback)
+
+
+def _here() -> tuple[int, int]:
+    """This thread and asyncio task (0 outside one)."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no running loop
+        task = None
+    return threading.get_ident(), id(task) if task is not None else 0
 
 
 def ended(ep: Episode, reason: TerminationReason | None, error: str | None, tb: str | None) -> Episode:
@@ -371,90 +399,6 @@ def session(
     """Open an episode for code that is not one function: ``with tracerl.session() as s: ...``.
     ``attributes`` go on the episode's root span."""
     return Session(episode_id, task, settings=settings, tracing=tracing, attributes=attributes)
-
-
-def emit_reward(
-    value: float,
-    name: str = "reward",
-    step: bool | int = False,
-    *,
-    agent: str | None = None,
-    is_correct: bool | None = None,
-) -> None:
-    """Record a reward in the current session as a ``tracerl.reward`` span.
-
-    ``step=True`` rewards the LLM call just made (a per-step reward); an int names the
-    gateway sequence number of the step. ``agent`` makes a final reward one agent's (e.g.
-    the judge's) instead of the episode's. Works in production apps too: the reward travels
-    with the trace, to be trained on later (``tracerl train --from-traces``).
-    """
-    value = float(value)
-    if math.isnan(value):
-        raise ValueError(f"reward {name!r} is NaN; emit a finite number")
-    attrs: dict[str, Any] = {
-        sc.SPAN_TYPE: "reward",
-        sc.REWARD_VALUE: value,
-        sc.REWARD_NAME: name,
-        sc.REWARD_SCOPE: "step" if step is not False else "episode",
-    }
-    if not isinstance(step, bool):
-        attrs[sc.REWARD_STEP] = int(step)
-    if agent:
-        attrs[sc.REWARD_AGENT] = agent
-    if is_correct is not None:
-        attrs[sc.REWARD_IS_CORRECT] = bool(is_correct)
-    with session_tracer("emit_reward").start_as_current_span("tracerl.reward", attributes=attrs):
-        pass
-
-
-def session_tracer(caller: str) -> trace.Tracer:
-    """The current session's tracer (its provider need not be the global one), else the global."""
-    sess = _current.get()
-    if sess is not None:
-        return sess.tracing.tracer()
-    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
-        log.warning("tracerl.%s: no tracing is set up, so the span goes nowhere; "
-                    "call it inside tracerl.session() or after tracerl.setup_tracing()", caller)
-    return get_tracer()
-
-
-class ToolCallSpan:
-    """The span of one tool call (:func:`tool_span`): set what the tool returned with :meth:`result`."""
-
-    def __init__(self, span: trace.Span, content: bool):
-        self.span, self._content = span, content
-
-    def result(self, value: Any, *, error: str | None = None, **attributes: Any) -> None:
-        """What the tool returned (``gen_ai.tool.call.result``), more attributes, and an error
-        status when the tool itself failed (not when it ran and reported a failure)."""
-        if self._content:
-            self.span.set_attribute("gen_ai.tool.call.result", value if isinstance(value, str) else _json.dumps(value))
-        for key, item in attributes.items():
-            self.span.set_attribute(key, item)
-        if error:
-            self.span.set_status(Status(StatusCode.ERROR, error[:200]))
-
-
-@contextlib.contextmanager
-def tool_span(name: str, arguments: Any = None, *, call_id: str | None = None,
-              content: bool = True) -> Iterator[ToolCallSpan]:
-    """Record a tool call of the current episode as an OpenTelemetry GenAI ``execute_tool`` span,
-    for agents that run their tools themselves (no framework adapter to record them)::
-
-        with tracerl.tool_span("shell", {"command": cmd}, call_id=call["id"]) as span:
-            out = run(cmd)
-            span.result(out)
-
-    ``content=False`` leaves out the arguments and the result (``gen_ai.tool.call.*`` are
-    opt-in content in the GenAI conventions). An exception inside is recorded and re-raised."""
-    attrs: dict[str, Any] = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
-                             "gen_ai.tool.type": "function"}
-    if call_id:
-        attrs["gen_ai.tool.call.id"] = call_id
-    if content and arguments is not None:
-        attrs["gen_ai.tool.call.arguments"] = arguments if isinstance(arguments, str) else _json.dumps(arguments)
-    with session_tracer("tool_span").start_as_current_span(f"execute_tool {name}", attributes=attrs) as span:
-        yield ToolCallSpan(span, content)
 
 
 def __getattr__(name: str) -> Any:

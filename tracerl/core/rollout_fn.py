@@ -23,7 +23,8 @@ from typing import Any
 
 from .grading import Grader, artifacts_of, grade, record_artifacts
 from .otel import Tracing
-from .rollout import RolloutSettings, Session, emit_reward
+from .record import emit_reward
+from .rollout import RolloutSettings, Session
 from .types import Episode, Task
 
 __all__ = ["RolloutFunction", "rollout"]

@@ -39,8 +39,9 @@ from .types import Message, ToolCall
 
 SESSION_ID = "tracerl.session.id"
 RUN_ID = "tracerl.run.id"  # the training run (or evaluation) an episode belongs to: a shared store holds many
-SPAN_TYPE = "tracerl.span.type"  # "llm" | "reward" | "episode" | "grading"
+SPAN_TYPE = "tracerl.span.type"  # "llm" | "reward" | "episode" | "grading" | "task"
 SOURCE = "tracerl.source"  # "gateway" on the gateway's span
+GATEWAY_SERVICE = "tracerl-gateway"  # the service.name of the gateway's spans' resource
 SEQUENCE = "tracerl.llm.sequence"
 PROMPT_IDS = "tracerl.llm.prompt_token_ids"
 RESPONSE_IDS = "tracerl.llm.response_token_ids"
@@ -63,6 +64,8 @@ TERMINATION_REASON = "tracerl.episode.termination_reason"
 EPISODE_ERROR = "tracerl.episode.error"
 EPISODE_ARTIFACTS = "tracerl.episode.artifacts"  # JSON of what the agent returned
 EPISODE_KIND = "tracerl.episode.kind"  # "train" | "eval", set by the trainer and tracerl eval
+EPISODE_SOURCE = "tracerl.episode.source"  # the framework whose top-level run opened the episode (no session)
+EPISODE_NAME = "tracerl.episode.name"  # that run's name (the graph, the SDK trace)
 BAGGAGE_SESSION_KEY = "tracerl.session_id"
 BAGGAGE_RUN_KEY = "tracerl.run_id"
 

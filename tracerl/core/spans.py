@@ -38,6 +38,12 @@ def session_of(attributes: Mapping[str, Any]) -> str | None:
     return None
 
 
+def service_of(resource: Mapping[str, Any]) -> str | None:
+    """The OpenTelemetry ``service.name`` of a span's resource: the app that wrote it."""
+    name = resource.get("service.name")
+    return str(name) if name is not None and name != "" else None
+
+
 @dataclass(slots=True)
 class SpanEvent:
     name: str
@@ -67,6 +73,11 @@ class SpanRecord:
     def session_id(self) -> str | None:
         """The episode this span belongs to, when the span says so itself."""
         return session_of(self.attributes)
+
+    @property
+    def service(self) -> str | None:
+        """The app that wrote this span: its resource's ``service.name``."""
+        return service_of(self.resource)
 
     @property
     def duration_s(self) -> float:

@@ -16,6 +16,11 @@ A shared store holds many runs. An episode belongs to the run named by ``tracerl
 any of its spans (the session stamps it on every span it starts; the gateway's spans follow
 their session), and :meth:`SpanStore.for_run` gives a view whose every query sees that run's
 episodes only.
+
+Each span keeps the OpenTelemetry ``service.name`` of its resource (the app that wrote it, or
+``tracerl-gateway`` for the gateway's token spans) in the ``service`` column: ``service=`` in
+:meth:`SpanStore.spans` and :meth:`SpanStore.sessions` selects the episodes with any span of that
+service, whole, so the gateway's spans stay with the app's sessions.
 """
 
 from __future__ import annotations
@@ -133,6 +138,13 @@ class SessionSummary:
 
 
 @dataclass(frozen=True, slots=True)
+class ServiceSummary:
+    service: str | None  # None: spans whose resource names no service
+    episodes: int
+    spans: int
+
+
+@dataclass(frozen=True, slots=True)
 class RunSummary:
     run_id: str
     episodes: int
@@ -165,8 +177,10 @@ class Backend(Protocol):
 
 # A run's episodes: those a span of the run named (``session_runs``, filled as spans arrive).
 _IN_RUN = f"{_EPISODE} IN (SELECT session_id FROM session_runs WHERE run_id = ?)"
+# An app's episodes: those with any span of its service (the subquery's s and ts are its own).
+_OF_SERVICE = f"{_EPISODE} IN (SELECT {_EPISODE} {_JOIN} WHERE s.service = ?)"
 _INSERT_SPANS = ("INSERT INTO spans (trace_id, span_id, parent_span_id, session_id, name, start_ns, end_ns,"
-                 " is_llm, inserted_ns, record) VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING")
+                 " is_llm, inserted_ns, record, service) VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING")
 _INSERT_LINKS = "INSERT INTO trace_sessions (trace_id, session_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
 _INSERT_RUNS = "INSERT INTO session_runs (session_id, run_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
 
@@ -271,7 +285,8 @@ class SpanStore:
             if run:
                 runs.setdefault(sid or links.get(r.trace_id) or TRACE_SESSION_PREFIX + r.trace_id, str(run))
             rows.append((r.trace_id, r.span_id, r.parent_span_id, _text(sid), _text(r.name), r.start_ns, r.end_ns,
-                         int(is_llm_span(r.attributes)), now, _json.dumps_exact(r.to_dict())))
+                         int(is_llm_span(r.attributes)), now, _json.dumps_exact(r.to_dict()),
+                         _text(r.service)))
         if not rows:
             return 0
         steps = [(_INSERT_SPANS, rows, True), (_INSERT_LINKS, list(links.items()), True)]
@@ -294,8 +309,12 @@ class SpanStore:
             except self._backend.Error as exc:
                 raise StoreError(f"reading {self.where!r} failed: {exc}") from exc
 
-    def _scoped(self, where: list[str], args: list[Any]) -> str:
-        """``FROM ...`` for a query with these conditions, this view's run added to them."""
+    def _scoped(self, where: list[str], args: list[Any], service: str | None = None) -> str:
+        """``FROM ...`` for a query with these conditions, this view's run added to them (and the
+        episodes of ``service``, when given)."""
+        if service is not None:
+            where.append(_OF_SERVICE)
+            args.append(service)
         if self.run_id is not None:
             where.append(_IN_RUN)
             args.append(self.run_id)
@@ -313,11 +332,13 @@ class SpanStore:
         since_ns: int | None = None,
         until_ns: int | None = None,
         limit: int | None = None,
+        service: str | None = None,
     ) -> list[SpanRecord]:
         """Spans matching every filter given, ordered by start time.
 
         ``session_id`` selects the whole episode: spans tagged with it plus every span of
         the traces those spans belong to. ``trace:<id>`` selects one session-less trace.
+        ``service``: every span of the episodes that have a span of this ``service.name``.
         """
         where: list[str] = []
         args: list[Any] = []
@@ -342,18 +363,20 @@ class SpanStore:
         if until_ns is not None:
             where.append("s.start_ns < ?")
             args.append(until_ns)
-        sql = f"SELECT s.record {self._scoped(where, args)} ORDER BY s.start_ns, s.span_id"
+        sql = f"SELECT s.record {self._scoped(where, args, service)} ORDER BY s.start_ns, s.span_id"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         return self._records(self._query(sql, args))
 
     def sessions(
-        self, *, since_ns: int | None = None, until_ns: int | None = None, limit: int | None = None
+        self, *, since_ns: int | None = None, until_ns: int | None = None, limit: int | None = None,
+        service: str | None = None,
     ) -> list[SessionSummary]:
-        """One summary per episode (session, or session-less trace), newest first."""
+        """One summary per episode (session, or session-less trace), newest first; ``service``:
+        the episodes with a span of that ``service.name`` only."""
         args: list[Any] = []
         sql = (f"SELECT {_EPISODE} AS sid, COUNT(*), SUM(s.is_llm), MIN(s.start_ns), MAX(s.end_ns) "
-               f"{self._scoped([], args)} GROUP BY sid")
+               f"{self._scoped([], args, service)} GROUP BY sid")
         having = []
         if since_ns is not None:
             having.append("MIN(s.start_ns) >= ?")
@@ -367,6 +390,14 @@ class SpanStore:
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         return [SessionSummary(*row) for row in self._query(sql, args)]
+
+    def services(self) -> list[ServiceSummary]:
+        """The services whose spans this store (this view's run, in a view) holds, by name: how
+        many episodes have a span of each, and how many spans each wrote."""
+        args: list[Any] = []
+        rows = self._query(f"SELECT s.service, COUNT(DISTINCT {_EPISODE}), COUNT(*) {self._scoped([], args)}"
+                           " GROUP BY s.service", args)
+        return sorted((ServiceSummary(*row) for row in rows), key=lambda r: (r.service is None, r.service or ""))
 
     def runs(self) -> list[RunSummary]:
         """The runs this store holds episodes of, newest first (a shared store's many)."""
@@ -450,22 +481,7 @@ class SpanStore:
         return sum(self.add(records[i : i + batch]) for i in range(0, len(records), batch))
 
     def export_parquet(self, path: str | os.PathLike[str], **filters: Any) -> int:
-        pa, pq = _pyarrow()
-        records = self.spans(**filters)
-        table = pa.table(
-            {
-                "trace_id": [r.trace_id for r in records],
-                "span_id": [r.span_id for r in records],
-                "parent_span_id": [r.parent_span_id for r in records],
-                "session_id": [r.session_id for r in records],
-                "name": [r.name for r in records],
-                "start_ns": pa.array([r.start_ns for r in records], pa.int64()),
-                "end_ns": pa.array([r.end_ns for r in records], pa.int64()),
-                "record": [json.dumps(r.to_dict(), separators=(",", ":")) for r in records],
-            }
-        )
-        pq.write_table(table, str(path))
-        return len(records)
+        return write_parquet(self.spans(**filters), path)
 
     def import_parquet(self, path: str | os.PathLike[str]) -> int:
         """Add spans from a file written by :meth:`export_parquet`, validated whole first."""
@@ -491,6 +507,27 @@ class PostgresStore(SpanStore):
         self.path = url
         self._start(PostgresBackend(url, read_only=read_only, connect_timeout_s=connect_timeout_s,
                                     reconnect_s=reconnect_s))
+
+
+def write_parquet(records: Sequence[SpanRecord], path: str | os.PathLike[str]) -> int:
+    """Write spans as Parquet: a column per field the store indexes, and each whole record as
+    JSON (what :meth:`SpanStore.import_parquet` reads back); returns how many."""
+    pa, pq = _pyarrow()
+    table = pa.table(
+        {
+            "trace_id": [r.trace_id for r in records],
+            "span_id": [r.span_id for r in records],
+            "parent_span_id": [r.parent_span_id for r in records],
+            "session_id": [r.session_id for r in records],
+            "service": [r.service for r in records],
+            "name": [r.name for r in records],
+            "start_ns": pa.array([r.start_ns for r in records], pa.int64()),
+            "end_ns": pa.array([r.end_ns for r in records], pa.int64()),
+            "record": [json.dumps(r.to_dict(), separators=(",", ":")) for r in records],
+        }
+    )
+    pq.write_table(table, str(path))
+    return len(records)
 
 
 def _pyarrow() -> tuple[Any, Any]:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from .errors import StoreError, require
-from .store_sqlite import schema
+from .store_sqlite import ADDED_COLUMNS, ADDED_INDEXES, backfill_service, schema
 
 T = TypeVar("T")
 
@@ -76,9 +76,27 @@ class PostgresBackend:
                 with self._conn.transaction():
                     self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
                     self._conn.execute(SCHEMA)
+                    self._migrate()
             except self.Error as exc:
                 self.close()
                 raise StoreError(f"cannot create the span tables in {self.where}: {_first_line(exc)}") from exc
+
+    def _migrate(self) -> None:
+        """Add what a store made by an older tracerl lacks (inside the schema's transaction and
+        lock, so two writers opening it at once migrate it once)."""
+        have = {row[0] for row in self._conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema()"
+            " AND table_name = 'spans'").fetchall()}
+        added = [name for name in ADDED_COLUMNS if name not in have]
+        for name in added:
+            self._conn.execute(f"ALTER TABLE spans ADD COLUMN IF NOT EXISTS {name} {ADDED_COLUMNS[name]}")
+        if "service" in added:
+            def update(sql: str, rows: list[tuple[Any, ...]]) -> None:
+                with self._conn.cursor() as cur:
+                    cur.executemany(sql.replace("?", "%s"), rows)
+
+            backfill_service(lambda sql, args: self._conn.execute(sql.replace("?", "%s"), args).fetchall(), update)
+        self._conn.execute(ADDED_INDEXES)
 
     def _connect(self) -> Any:
         options = "-c default_transaction_read_only=on" if self.read_only else None

@@ -8,6 +8,7 @@ only connects, runs it, and retries what SQLite reports as busy.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
@@ -16,6 +17,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from .errors import StoreError
+from .spans import service_of
 
 T = TypeVar("T")
 
@@ -34,6 +36,7 @@ CREATE TABLE IF NOT EXISTS spans (
     is_llm INTEGER NOT NULL DEFAULT 0,
     inserted_ns {int64} NOT NULL,
     record TEXT NOT NULL,
+    service TEXT,
     PRIMARY KEY (trace_id, span_id)
 );
 CREATE INDEX IF NOT EXISTS spans_session ON spans(session_id);
@@ -56,6 +59,36 @@ CREATE TABLE IF NOT EXISTS store_meta (
 
 
 SCHEMA = schema("INTEGER")
+
+# Columns ``spans`` gained after its first release (name -> type): a store made before gets each
+# when next opened for writing (SQLite: ALTER TABLE ... ADD COLUMN where missing; PostgreSQL: ADD
+# COLUMN IF NOT EXISTS), and its spans already stored get their value from their record.
+ADDED_COLUMNS: dict[str, str] = {"service": "TEXT"}
+# indexes on added columns: made once the columns exist
+ADDED_INDEXES = "CREATE INDEX IF NOT EXISTS spans_service ON spans(service)"
+_PAGE = 2000
+
+
+def backfill_service(query: Callable[[str, Sequence[Any]], list[tuple[Any, ...]]],
+                     update: Callable[[str, list[tuple[Any, ...]]], None]) -> int:
+    """Fill the ``service`` column of spans stored before it existed, from each record's
+    resource, a page at a time (in the caller's transaction); returns how many were filled.
+    ``query`` and ``update`` run SQL in ``?`` placeholders, ``update`` once per row given."""
+    filled, after = 0, ("", "")
+    while True:
+        rows = query("SELECT trace_id, span_id, record FROM spans WHERE (trace_id, span_id) > (?, ?)"
+                     " ORDER BY trace_id, span_id LIMIT ?", (*after, _PAGE))
+        if not rows:
+            return filled
+        named = []
+        for trace_id, span_id, record in rows:
+            service = service_of(json.loads(record).get("resource") or {})
+            if service is not None:
+                named.append((service.replace("\x00", "\ufffd"), trace_id, span_id))
+        if named:
+            update("UPDATE spans SET service = ? WHERE trace_id = ? AND span_id = ?", named)
+            filled += len(named)
+        after = (rows[-1][0], rows[-1][1])
 
 
 def _open_read_only(path: str, busy_timeout_s: float) -> sqlite3.Connection:
@@ -100,6 +133,7 @@ class SqliteBackend:
                 db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             self._retry(lambda: db.executescript(SCHEMA))
+            self._retry(lambda: self._migrate(db))
         except sqlite3.Error as exc:
             if db is not None:
                 db.close()
@@ -107,6 +141,33 @@ class SqliteBackend:
                 f"cannot open span store {path!r}: {exc}. Check the path is a writable file "
                 "(set TRACERL_HOME or pass --db to use another)"
             ) from exc
+
+    @staticmethod
+    def _migrate(db: sqlite3.Connection) -> None:
+        """Add what a store made by an older tracerl lacks, in one transaction (two processes
+        opening it at once: the second finds the columns there)."""
+
+        def missing() -> list[str]:
+            have = {row[1] for row in db.execute("PRAGMA table_info(spans)")}
+            return [name for name in ADDED_COLUMNS if name not in have]
+
+        if missing():  # an older store: the write lock, then look again
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                added = missing()
+                for name in added:
+                    db.execute(f"ALTER TABLE spans ADD COLUMN {name} {ADDED_COLUMNS[name]}")
+                if "service" in added:
+                    def update(sql: str, rows: list[tuple[Any, ...]]) -> None:
+                        db.executemany(sql, rows)
+
+                    backfill_service(lambda sql, args: db.execute(sql, args).fetchall(), update)
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+        db.execute(ADDED_INDEXES)
 
     def close(self) -> None:
         self._db.close()

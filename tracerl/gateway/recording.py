@@ -113,6 +113,6 @@ def gateway_span(call: CallRecord) -> SpanRecord:
         start_ns=call.start_ns,
         end_ns=call.end_ns,
         attributes=attrs,
-        resource={"service.name": "tracerl-gateway", "service.instance.id": INSTANCE_ID},
+        resource={"service.name": sc.GATEWAY_SERVICE, "service.instance.id": INSTANCE_ID},
         scope="tracerl.gateway",
     )

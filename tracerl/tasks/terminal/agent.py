@@ -15,7 +15,8 @@ import json
 import re
 from typing import Any
 
-from tracerl.core.rollout import RolloutContext, tool_span
+from tracerl.core.record import tool_span
+from tracerl.core.rollout import RolloutContext
 from tracerl.core.rollout_fn import rollout
 from tracerl.core.types import Task
 
@@ -74,7 +75,7 @@ def _stage(name: str, work: Workspace, result: Any) -> None:
     """A span for the environment's own scripts (setup, tests) with their outputs, timed as they ran."""
     import time
 
-    from tracerl.core.rollout import session_tracer
+    from tracerl.core.record import session_tracer
 
     attrs = {"tracerl.span.type": "terminal", "tracerl.terminal.task": work.task.name,
              "tracerl.shell.exit_code": -1 if result.returncode is None else result.returncode,
