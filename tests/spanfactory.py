@@ -48,13 +48,13 @@ def gateway_span(messages: list[dict[str, Any]], reply: str, seq: int, start: in
 
 
 def framework_llm_span(reply: str, start: int, *, parent: str | None = None, response_id: str | None = None,
-                       node: str | None = None, trace: str = TRACE) -> SpanRecord:
-    """An OpenInference LLM span as the LangChain instrumentor writes it."""
+                       node: str | None = None, trace: str = TRACE, question: str = "question") -> SpanRecord:
+    """An OpenInference LLM span as the LangChain instrumentor writes it (``question``: the user's message)."""
     attrs: dict[str, Any] = {
         "openinference.span.kind": "LLM",
         "llm.model_name": "tiny",
         "llm.input_messages.0.message.role": "user",
-        "llm.input_messages.0.message.content": "question",
+        "llm.input_messages.0.message.content": question,
         "llm.output_messages.0.message.role": "assistant",
         "llm.output_messages.0.message.content": reply,
     }

@@ -9,6 +9,7 @@ episodes back from that store with the converter that ``--from-traces`` uses.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -191,3 +192,38 @@ def test_the_episode_root_names_the_framework_run(tmp_path, tiny_engine):
     assert len(roots) == 3
     assert {(s.attributes[sc.EPISODE_SOURCE], s.attributes[sc.EPISODE_NAME]) for s in roots} == {
         ("litellm", "chat tracerl-tiny")}
+
+
+def test_an_app_writing_another_store_than_the_gateways_is_retokenized_and_says_so(tmp_path, tiny_engine):
+    """The app's store has its spans but not the gateway's token spans (another TRACERL_HOME):
+    training from it re-tokenizes every step and says so, or drops them all with the setting off."""
+    from tracerl.cli.init import task_rows
+    from tracerl.cli.main import main
+
+    assert main(["init", str(tmp_path / "app"), "--framework", "langgraph"]) == 0
+    project = tmp_path / "app"
+    rows = task_rows()[:8]
+    (project / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    app_home, gateway_home = tmp_path / "app-home", tmp_path / "gateway-home"
+    app_home.mkdir()
+    gateway_home.mkdir()
+    with tracerl.GatewayServer(tiny_engine, SpanStore(str(gateway_home / "traces.db"))) as gw:
+        proc = subprocess.run([sys.executable, "production.py"], cwd=project, capture_output=True, text=True,
+                              timeout=300, env={**os.environ, "TRACERL_HOME": str(app_home),
+                                                "OPENAI_BASE_URL": gw.url + "/v1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    episodes = episodes_from_store(SpanStore(str(app_home / "traces.db")))
+    assert len(episodes) == 8 and not any(s.has_tokens for ep in episodes for s in ep.steps)
+    outputs = []
+    for extra in ([], ["--set", "algo.retokenize=false"]):
+        out = subprocess.run([sys.executable, "-m", "tracerl", "train", "--from-traces", str(app_home / "traces.db"),
+                              "--data", "tasks.jsonl", "--steps", "1", "--output", f"runs/r{len(outputs)}",
+                              "--set", "algo.min_reward=0", *extra], cwd=project, capture_output=True, text=True,
+                             timeout=300, env={**os.environ, "COLUMNS": "300"})
+        outputs.append((out.returncode, out.stdout + out.stderr))
+    (rc, on), (rc_off, off) = outputs
+    assert rc == 0, on[-3000:]
+    assert "8 episodes read, 8 kept" in on and "re-tokenized 8 of the 8 kept episodes" in on, on[-3000:]
+    assert "8 recorded without token ids" in on
+    assert rc_off == 1 and "8 episodes read, 0 kept" in off and "8 without the policy's token ids" in off, off[-3000:]
+    assert "re-tokenized" not in off and "nothing left to train on" in off.splitlines()[-1]

@@ -92,3 +92,12 @@ def test_the_synthetic_tasks_rewards_say_whether_an_answer_was_there():
     assert spec.rewards(task, f"The answer is {task.answer}.") == {"reward": 1.0, "is_correct": True, "answer_found": 1.0}
     assert spec.rewards(task, f"The answer is {task.answer + 1}.")["answer_found"] == 1.0
     assert spec.rewards(task, "Let me think about it") == {"reward": 0.0, "is_correct": False, "answer_found": 0.0}
+
+
+def test_an_episode_nothing_graded_is_no_reward_not_a_wrong_answer():
+    ungraded = episode("r-eval0-t0-n0", reward=None)
+    cause = classify(ungraded, [])
+    assert (cause.code, cause.kind, cause.label) == ("no_reward", "setup", "no reward (nothing graded it)")
+    assert classify(episode(reward=None, end=T.ERROR, error="boom"), []).code == "agent_error"  # a crash says more
+    d = diagnose([(ungraded, []), (episode("r-s0-t0-g0", reward=None), []), (episode("r-s0-t0-g1", 0.0), [])])
+    assert d.eval_causes == {"no_reward": 1} and d.causes == {"no_reward": 1, "wrong_answer": 1}

@@ -127,3 +127,46 @@ def test_eval_of_a_hosted_model_through_litellm_equals_serving_it_locally(tmp_pa
     assert len(episodes) == 12 and all(ep["trajectories"] for ep in episodes)
     both = subprocess.run([*cmd, "--model", "x", "--litellm-model", "openai/y"], capture_output=True, text=True)
     assert both.returncode != 0 and "pass one of them" in both.stderr
+
+
+def test_accuracy_and_reward_are_over_graded_episodes_and_none_when_nothing_graded():
+    """No reward is not 0 %: an episode that ran and that nothing graded is counted apart; one
+    that raised is wrong, whatever would have graded it."""
+    from tracerl.trainers.metrics import episode_metrics
+
+    ungraded = [Episode(id=f"u{i}", task=Task(id="c")) for i in range(2)]
+    crashed = Episode(id="x", task=Task(id="d"), termination_reason=TerminationReason.ERROR)
+    eps = [_ep("a", 0, True), _ep("b", 0, False), crashed, *ungraded]
+    report = EvalReport.from_episodes(eps, n=1, ks=[1])
+    assert (report.ungraded, report.graded_count) == (2, 3)
+    assert report.accuracy == pytest.approx(1 / 3) and report.pass_at[1][0] == pytest.approx(1 / 3)
+    assert report.reward_mean == pytest.approx(1 / 3)  # the crash's 0 is in it, the ungraded are not
+    assert report.step_metrics() == {"eval/accuracy": pytest.approx(1 / 3), "eval/reward_mean": pytest.approx(1 / 3),
+                                     "eval/judged_by_reward_max": 0.0, "eval/ungraded": 2.0}
+    metrics = episode_metrics(eps, prefix="eval")
+    assert metrics["eval/accuracy"] == pytest.approx(1 / 3) and metrics["eval/ungraded"] == 2.0
+
+    none = EvalReport.from_episodes(ungraded, n=1, ks=[1])
+    assert none.accuracy is None and none.reward_mean is None and none.pass_at == {}
+    assert none.step_metrics() == {"eval/judged_by_reward_max": 0.0, "eval/ungraded": 2.0}
+    assert none.not_measured().startswith("not measured: none of its 2 episodes has a reward")
+    metrics = episode_metrics(ungraded)
+    assert not {"rollout/accuracy", "rollout/reward_mean", "rollout/reward_std"} & set(metrics)
+    assert metrics["rollout/ungraded"] == 2.0
+
+
+def test_an_evaluation_nothing_graded_prints_not_measured_never_a_zero(capsys):
+    from rich.console import Console
+
+    from tracerl.trainers.config import TrainConfig
+    from tracerl.trainers.progress import Progress
+
+    cfg = TrainConfig(steps=2, progress=True)
+    progress = Progress(cfg, Console(force_terminal=False, width=200))
+    progress.evaluated(0, EvalReport.from_episodes([Episode(id=f"u{i}", task=Task(id="c")) for i in range(3)], n=1))
+    progress.evaluated(2, EvalReport.from_episodes([_ep("a", 0, True), Episode(id="u", task=Task(id="c"))], n=1))
+    progress.close()
+    out = capsys.readouterr().out
+    assert "held-out accuracy before training: not measured: none of its 3 episodes has a reward" in out
+    assert "held-out accuracy after training: 100.0% of 1 graded episodes (1 without a reward)" in out
+    assert not re.search(r"(?<![\d.])0\.0%", out)

@@ -141,3 +141,29 @@ def _tracerl(cwd: Path, *argv: str) -> str:
                           timeout=300, env={**os.environ, "COLUMNS": "200"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framework", [f.value for f in Framework])
+def test_production_runs_the_app_as_one_episode_per_question_with_its_reward_and_task(tmp_path, framework,
+                                                                                      tiny_engine):
+    """README's other loop, in each framework: ``python production.py`` against a gateway, no
+    tracerl session in the app; each run is one episode carrying its row's task and reward."""
+    from tracerl.core.convert import episodes_from_store
+
+    project = _init(tmp_path, framework)
+    rows = task_rows()[:6]
+    (project / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    home = tmp_path / "home"
+    home.mkdir()
+    with tracerl.GatewayServer(tiny_engine, SpanStore(home / "traces.db")) as gw:
+        proc = subprocess.run([sys.executable, "production.py"], cwd=project, capture_output=True, text=True,
+                              timeout=300, env={**os.environ, "TRACERL_HOME": str(home),
+                                                "OPENAI_BASE_URL": gw.url + "/v1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "6 runs of the app recorded" in proc.stdout
+    episodes = episodes_from_store(SpanStore(home / "traces.db"))
+    assert sorted(ep.task.id for ep in episodes if ep.task) == sorted(r["id"] for r in rows)
+    assert all(ep.reward in (0.0, 1.0) and ep.steps and all(s.has_tokens for s in ep.steps) for ep in episodes)
+    with SpanStore(home / "traces.db") as store:
+        assert {s.service for s in store.services()} >= {project.name}

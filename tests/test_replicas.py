@@ -4,6 +4,8 @@ gives for a gateway that cannot serve the run."""
 
 from __future__ import annotations
 
+import re
+
 import httpx
 import pytest
 import torch
@@ -97,6 +99,30 @@ def test_check_names_the_gateway_that_cannot_serve_the_run(tmp_path, engine):
         Replicas([gw.url], api_key=None, store=ours, model=engine.model_name).check()
     with pytest.raises(GatewayProcessError, match="did not reach every gateway"):
         Replicas([gw.url], api_key=None, store=ours, model=engine.model_name).update_weights({"w": torch.zeros(1)}, 1)
+
+
+def test_check_names_the_key_a_keyed_gateway_needs(tmp_path, engine, capsys):
+    from tracerl.cli.main import main
+
+    store = SpanStore(tmp_path / "traces.db")
+    with GatewayServer(engine, store, api_key="k", accept_weights=True) as gw:
+        needs = f"--gateway {gw.url} needs an API key (it was started with --api-key) and the run has none"
+        for unset in (None, "tracerl"):  # rollout.api_key's default is the agents' placeholder key
+            with pytest.raises(ConfigError, match=rf"{re.escape(needs)}.*--set rollout\.api_key=KEY"):
+                Replicas([gw.url], api_key=unset, store=store, model=engine.model_name).check()
+        with pytest.raises(ConfigError, match=rf"--gateway {re.escape(gw.url)} refused the run's API key "
+                                              r"\(rollout\.api_key\): set --set rollout\.api_key=KEY"):
+            Replicas([gw.url], api_key="wrong", store=store, model=engine.model_name).check()
+        Replicas([gw.url], api_key="k", store=store, model=engine.model_name).check()
+
+        argv = ["train", "arithmetic", "--gateway", gw.url, "--store", str(tmp_path / "traces.db"),
+                "--output", str(tmp_path / "run"), "--eval-size", "0", "--steps", "1", "--quiet"]
+        assert main(argv) == 1
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and needs in err, err
+        assert main([*argv, "--set", "rollout.api_key=wrong"]) == 1
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "refused the run's API key" in err, err
 
 
 def test_one_store_id_by_any_path(tmp_path):

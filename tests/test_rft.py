@@ -30,16 +30,16 @@ def test_select_keeps_the_best_passing_sample_per_group():
     assert sorted(ep.id for ep, _ in every) == ["a-0", "a-1", "a-2", "c-0"]
 
 
-def _write_app_traces(path, n: int = 8) -> None:
-    """What an app with an adapter and no gateway exports: LLM spans with text only, and the
-    rewards it emitted in production."""
+def _write_app_traces(path, n: int = 8, one_question: bool = False) -> None:
+    """What an app with an adapter and no gateway exports: LLM spans with text only (no task id;
+    episode i asks "question i", or all "question"), and the rewards it emitted in production."""
     store = SpanStore(str(path.with_suffix(".db")))
     records = []
     for i in range(n):
         trace = f"{i + 1:032x}"
         good = i % 2 == 0
         reply = "The answer is 5." if good else "I am not sure, sorry."
-        records.append(framework_llm_span(reply, 1000 * i, trace=trace))
+        records.append(framework_llm_span(reply, 1000 * i, trace=trace, question="question" if one_question else f"question {i}"))
         records.append(reward_span(1.0 if good else 0.0, 1000 * i + 500, session=f"app-{i}", trace=trace))
     store.add(records)
     store.export_jsonl(path)
@@ -66,11 +66,12 @@ def test_rft_from_exported_traces_without_token_ids(tmp_path):
     from tracerl.trainers.loop import train
 
     traces = tmp_path / "app.jsonl"
-    _write_app_traces(traces)
+    _write_app_traces(traces, one_question=True)
     assert all("token" not in k for line in traces.read_text().splitlines() for k in json.loads(line).get("attributes", {}))
+    # eight samples of one question (keyed by it: no task id), so every passing one, not the best
     cfg = TrainConfig.model_validate({
-        "from_traces": traces, "algo": {"type": "rft"}, "steps": 4, "batch_size": 4, "eval_size": 0,
-        "output": tmp_path / "run", "progress": False, "tensorboard": False, "optim": {"lr": 3e-3},
+        "from_traces": traces, "algo": {"type": "rft", "best_of_group": False}, "steps": 4, "batch_size": 4,
+        "eval_size": 0, "output": tmp_path / "run", "progress": False, "tensorboard": False, "optim": {"lr": 3e-3},
     })
     provider = TracerProvider()
     result = train(cfg, tracing=setup_tracing(use_store=False, tracer_provider=provider))
@@ -84,6 +85,10 @@ def test_rft_from_exported_traces_without_token_ids(tmp_path):
     assert kept_gain > 1.0 and kept_gain > dropped_gain
 
 
-def test_from_traces_needs_rft_and_a_passing_episode(tmp_path):
+def test_from_traces_trains_by_rft_and_refuses_another_algo(tmp_path):
+    # recorded logprobs are an old policy's: rft is the default there, and another algo is refused
+    assert TrainConfig.model_validate({"from_traces": tmp_path / "x.jsonl"}).algo.type == "rft"
+    assert TrainConfig.model_validate({"from_traces": tmp_path / "x.jsonl", "algo": {"min_reward": 0.5}}).algo == \
+        TrainConfig.model_validate({"algo": {"type": "rft", "min_reward": 0.5}}).algo
     with pytest.raises(ValueError, match="algo rft"):
-        TrainConfig.model_validate({"from_traces": tmp_path / "x.jsonl"})
+        TrainConfig.model_validate({"from_traces": tmp_path / "x.jsonl", "algo": {"type": "grpo"}})

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 import tracerl
 from tracerl import tasks
 from tracerl.tasks.bench_agents import chat_agent, frozenlake_agent
@@ -58,3 +60,23 @@ def test_frozenlake_agent_stops_after_max_turns_without_reward(tracing):
     with ScriptedServer(lambda messages, tools: "I am not sure.", tracer_provider=tracing.provider) as server:
         episode = frozenlake_agent(task, _settings(server), tracing=tracing)
     assert episode.reward == 0.0 and len(server.requests) == tasks.get("frozenlake").max_turns
+
+
+@pytest.mark.parametrize(("name", "shown"), [("arithmetic", "calculator"), ("calculator", "calculator"),
+                                             ("countdown", "none"), ("multiturn", "none")])
+def test_tasks_show_names_the_tools_the_default_agent_offers(name, shown, capsys, tracing):
+    from tracerl.cli.main import main
+    from tracerl.tasks.agents import math_agent
+
+    assert main(["tasks", "show", name, "--no-sample"]) == 0
+    assert f"  tools    {shown}\n" in capsys.readouterr().out
+    offered: list[list[str]] = []
+
+    def script(messages, tools):
+        offered.append([t["function"]["name"] for t in tools or ()])
+        return "The answer is 0."
+
+    task = tasks.get(name).tasks("test", 1, seed=0)[0]
+    with ScriptedServer(script, tracer_provider=tracing.provider) as server:
+        math_agent(task, _settings(server), tracing=tracing)
+    assert offered and all(names == ([] if shown == "none" else [shown]) for names in offered)

@@ -47,7 +47,9 @@ def test_synthetic_tasks_keep_their_api():
     assert spec.reward(task, f"The answer is {task.answer}.") == 1.0
     assert spec.is_correct(task, "The answer is nonsense.") is False
     assert spec.messages(task)[-1]["content"] == task.data["question"]
-    assert tasks.get("multiturn").max_turns == 3 and spec.tools(task) is None
+    multiturn = tasks.get("multiturn")
+    assert multiturn.max_turns == 3 and multiturn.tools(multiturn.tasks("train", 1)[0]) is None
+    assert [t["function"]["name"] for t in spec.tools(task)] == ["calculator"]  # declared, as tasks show says
 
 
 def test_tasks_list_cli_shows_every_task():

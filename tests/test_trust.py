@@ -174,9 +174,7 @@ def test_train_with_a_reward_that_cannot_run_stops_before_any_update(project, ca
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("tracerl: error: the reward function failed on the first episode"), err
     assert "returned 'yes'" in err[-1] and "-s0-t0-g0" in err[-1] and "before any training" in err[-1]
-    assert not (out / "checkpoints").exists()
-    assert not any("time/update_s" in line for line in (out / "metrics.jsonl").read_text().splitlines())
-    assert json.loads((out / "run.json").read_text())["status"] == "failed"
+    assert not out.exists()  # a failed preflight is not a run: no folder (tests/test_train_preflight.py)
 
 
 @pytest.mark.slow
@@ -289,7 +287,7 @@ def test_drop_held_out_leaves_out_evaluations_and_held_out_tasks():
     episodes = [ep("a", "t1", "train"), ep("b", "t2", "eval"), ep("c", "t2", None), ep("d", "t3", None),
                 ep("e", "t4", "train")]
     kept, dropped = drop_held_out(episodes, {"t3"})
-    assert [e.id for e in kept] == ["a", "e"] and dropped == 3
+    assert [e.id for e in kept] == ["a", "e"] and dropped == {"evaluations": 1, "by_id": 2}
 
 
 # -- exports, data settings -----------------------------------------------------------------

@@ -45,6 +45,7 @@ _EXPORTS: dict[str, str] = {
     "Trajectory": "tracerl.core.types",
     "TrajectoryGroup": "tracerl.core.types",
     "decode_otlp": "tracerl.core.spans",
+    "app_run": "tracerl.core.record",
     "emit_reward": "tracerl.core.record",
     "episode_id": "tracerl.core.record",
     "instrument": "tracerl.adapters",
@@ -91,6 +92,7 @@ __all__ = [
     "Trajectory",
     "TrajectoryGroup",
     "UpstreamEngine",
+    "app_run",
     "decode_otlp",
     "emit_reward",
     "episode_from_spans",
@@ -137,6 +139,7 @@ if TYPE_CHECKING:  # pragma: no cover
         TracerlError,
     )
     from tracerl.core.otel import setup_tracing
+    from tracerl.core.record import app_run, emit_reward, episode_id, set_task, tool_span
     from tracerl.core.rollout import (
         RolloutConfig,
         RolloutContext,
@@ -144,7 +147,6 @@ if TYPE_CHECKING:  # pragma: no cover
         Session,
         session,
     )
-    from tracerl.core.record import emit_reward, episode_id, set_task, tool_span
     from tracerl.core.rollout_fn import rollout
     from tracerl.core.spans import SpanRecord, decode_otlp
     from tracerl.core.store import SpanStore, StoreExporter

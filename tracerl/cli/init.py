@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -40,14 +41,27 @@ _CALCULATOR = '''def calculator(expression: str) -> str:
 '''
 _EVALUATE = "from tracerl.tasks.synthetic import calculator as evaluate\n"
 
+# How the app reaches its model in production (run): the server the environment names, as the
+# OpenAI SDK reads it; `tracerl gateway serve` on 127.0.0.1:8000 when nothing is set.
+_SERVER = '''
+
+def server():
+    """The model server production uses (the environment's, as the OpenAI SDK reads it; read at
+    each run, so that `tracerl eval --agent app.py:run` can point it at its own gateway)."""
+    return (os.environ.get("OPENAI_BASE_URL", "http://127.0.0.1:8000/v1"), os.environ.get("OPENAI_API_KEY", "tracerl"),
+            os.environ.get("MODEL", "tracerl-tiny"))
+'''
+
 LANGGRAPH = '''"""The agent: a LangGraph graph of a model node and a calculator tool node."""
 
+import os
 from typing import Annotated, TypedDict
 
 from langchain_core.messages import AnyMessage
 from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
+from langchain_openai import ChatOpenAI
 from langgraph.prebuilt import ToolNode
 
 import tracerl
@@ -79,18 +93,30 @@ def build(llm):
     return graph.compile()
 
 
+def answer(llm, question):
+    result = build(llm).invoke({{"messages": [("system", SYSTEM), ("user", question)]}})
+    return result["messages"][-1].content  # what it answered; reward.py grades it
+
+
 @tracerl.rollout(timeout_s=120)
 def solve(task, config):
-    llm = config.chat_openai()  # this episode's model and sampling, on the process's one connection pool
-    result = build(llm).invoke({{"messages": [("system", SYSTEM), ("user", task.data["question"])]}})
-    return result["messages"][-1].content  # what it answered; reward.py grades it
+    return answer(config.chat_openai(), task.data["question"])  # this episode's model, on one shared pool
+
+{server}
+
+def run(question):
+    """The app as production calls it: each graph run is one episode of its traces."""
+    base_url, api_key, model = server()
+    return answer(ChatOpenAI(base_url=base_url, api_key=api_key, model=model), question)
 '''
 
 LANGCHAIN = '''"""The agent: a LangChain chat model with a calculator tool, in a tool-calling loop."""
 
+import os
 
 from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
 
 import tracerl
 {evaluate}
@@ -101,10 +127,9 @@ tracerl.instrument("langchain")  # the one adapter line: LangChain's model calls
 @tool
 {calculator}
 
-@tracerl.rollout(timeout_s=120)
-def solve(task, config):
-    model = config.chat_openai().bind_tools([calculator])  # this episode's model, on one shared pool
-    messages = [SystemMessage(SYSTEM), HumanMessage(task.data["question"])]
+def answer(llm, question):
+    model = llm.bind_tools([calculator])
+    messages = [SystemMessage(SYSTEM), HumanMessage(question)]
     for _ in range(MAX_CALLS):
         reply = model.invoke(messages)
         messages.append(reply)
@@ -112,13 +137,28 @@ def solve(task, config):
             break
         messages += [calculator.invoke(call) for call in reply.tool_calls]  # ToolMessages
     return reply.content  # what it answered; reward.py grades it
+
+
+@tracerl.rollout(timeout_s=120)
+def solve(task, config):
+    return answer(config.chat_openai(), task.data["question"])  # this episode's model, on one shared pool
+
+{server}
+
+def run(question):
+    """The app as production calls it (see production.py)."""
+    base_url, api_key, model = server()
+    with tracerl.app_run("solver"):  # the loop's model calls are one run of the app: one episode
+        return answer(ChatOpenAI(base_url=base_url, api_key=api_key, model=model), question)
 '''
 
 OPENAI_AGENTS = '''"""The agent: an OpenAI Agents SDK Agent with a calculator function tool."""
 
+import os
 
 from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, Runner, function_tool
 from agents.exceptions import MaxTurnsExceeded
+from openai import AsyncOpenAI
 
 import tracerl
 {evaluate}
@@ -129,25 +169,36 @@ tracerl.instrument("openai-agents")  # the one adapter line; nothing is uploaded
 @function_tool
 {calculator}
 
-@tracerl.rollout(timeout_s=120)
-async def solve(task, config):
-    agent = Agent(
-        name="solver", instructions=SYSTEM, tools=[calculator],
-        # this episode's session, on the process's one connection pool
-        model=OpenAIChatCompletionsModel(model=config.model, openai_client=config.async_openai_client()),
-        model_settings=ModelSettings(temperature=config.sampling["temperature"],
-                                     max_tokens=config.sampling.get("max_tokens")),
-    )
+async def answer(model, question, settings=None):
+    agent = Agent(name="solver", instructions=SYSTEM, tools=[calculator], model=model,
+                  model_settings=settings or ModelSettings())
     try:
-        result = await Runner.run(agent, task.data["question"], max_turns=MAX_CALLS)
+        result = await Runner.run(agent, question, max_turns=MAX_CALLS)
     except MaxTurnsExceeded:
         return ""  # it kept calling the tool: no answer, which reward.py scores 0
     return result.final_output  # what it answered; reward.py grades it
+
+
+@tracerl.rollout(timeout_s=120)
+async def solve(task, config):
+    # this episode's session, on the process's one connection pool
+    model = OpenAIChatCompletionsModel(model=config.model, openai_client=config.async_openai_client())
+    settings = ModelSettings(temperature=config.sampling["temperature"], max_tokens=config.sampling.get("max_tokens"))
+    return await answer(model, task.data["question"], settings)
+
+{server}
+
+async def run(question):
+    """The app as production calls it: each Runner.run is one episode of its traces."""
+    base_url, api_key, model = server()
+    client = AsyncOpenAI(base_url=base_url, api_key=api_key)
+    return await answer(OpenAIChatCompletionsModel(model=model, openai_client=client), question)
 '''
 
 LITELLM = '''"""The agent: a LiteLLM tool-calling loop with a calculator tool."""
 
 import json
+import os
 
 import litellm
 
@@ -165,12 +216,10 @@ TOOLS = [{{"type": "function", "function": {{
 }}}}]
 
 
-@tracerl.rollout(timeout_s=120)
-def solve(task, config):
-    messages = [{{"role": "system", "content": SYSTEM}}, {{"role": "user", "content": task.data["question"]}}]
+def answer(options, question):
+    messages = [{{"role": "system", "content": SYSTEM}}, {{"role": "user", "content": question}}]
     for _ in range(MAX_CALLS):
-        # this episode's model and sampling, on the process's one connection pool
-        reply = litellm.completion(**config.litellm_kwargs(), messages=messages, tools=TOOLS).choices[0].message
+        reply = litellm.completion(**options, messages=messages, tools=TOOLS).choices[0].message
         messages.append(reply.model_dump(exclude_none=True))
         if not reply.tool_calls:
             break
@@ -181,6 +230,20 @@ def solve(task, config):
                 expression = f"error: {{exc}}"
             messages.append({{"role": "tool", "tool_call_id": call.id, "content": calculator(expression)}})
     return reply.content or ""  # what it answered; reward.py grades it
+
+
+@tracerl.rollout(timeout_s=120)
+def solve(task, config):
+    # this episode's model and sampling, on the process's one connection pool
+    return answer(config.litellm_kwargs(), task.data["question"])
+
+{server}
+
+def run(question):
+    """The app as production calls it (see production.py)."""
+    base_url, api_key, model = server()
+    with tracerl.app_run("solver"):  # the loop's model calls are one run of the app: one episode
+        return answer({{"model": f"openai/{{model}}", "api_base": base_url, "api_key": api_key}}, question)
 '''
 
 APPS = {Framework.langgraph: LANGGRAPH, Framework.langchain: LANGCHAIN,
@@ -217,6 +280,58 @@ seed: 0
 output: runs/train      # metrics.jsonl, checkpoints/ and traces.db
 '''
 
+PRODUCTION = '''"""The app as production runs it: each question of tasks.jsonl through app.run, against the model
+server OPENAI_BASE_URL names (default `tracerl gateway serve` on 127.0.0.1:8000, which records
+every call's token ids), no tracerl session anywhere: each run is one episode of the trace store,
+and the reward given after it attaches to it. `tracerl train --from-traces` trains on those
+traces (README.md). In a real app the reward is whatever you learn after the run (a user's
+thumbs-up, a test that passed); here reward.py grades the reply against the row's answer.
+"""
+
+import asyncio
+import inspect
+import json
+import os
+
+os.environ.setdefault("OTEL_SERVICE_NAME", "{service}")  # the app's name in the trace store (before app.py instruments)
+
+import time  # noqa: E402
+import urllib.request  # noqa: E402
+
+import app  # noqa: E402
+import reward  # noqa: E402
+
+import tracerl  # noqa: E402
+
+
+def wait_for_server(seconds=120):
+    """A gateway started just before (`tracerl gateway serve &`) loads its model first: wait for it."""
+    health = app.server()[0].removesuffix("/v1") + "/health"
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            urllib.request.urlopen(health, timeout=5).close()
+            return
+        except OSError as exc:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"no model server answers at {{health}} ({{exc}}); start one: tracerl gateway serve")
+            time.sleep(0.5)
+
+
+wait_for_server()
+runs = 0
+for line in open("tasks.jsonl", encoding="utf-8"):
+    row = json.loads(line)
+    reply = app.run(row["question"])
+    if inspect.isawaitable(reply):
+        reply = asyncio.run(reply)
+    tracerl.set_task(row)  # which task the run was: held-out rows stay held out when training on these traces
+    tracerl.emit_reward(reward.grade(tracerl.Task(id=row["id"], data=row, answer=row["answer"]), {{"answer": reply}}))
+    runs += 1
+tracerl.setup_tracing().flush()
+print(f"{{runs}} runs of the app recorded, each one episode with its reward")
+'''
+
 README = '''# {name}
 
 An agent ({framework}) that tracerl trains with reinforcement learning from its traces:
@@ -235,9 +350,27 @@ tracerl traces show EPISODE --db runs/train/traces.db
 The first measures the agent as it is; the second trains it (accuracy before and after is
 printed; metrics in `runs/train/metrics.jsonl`); the third shows one episode's trace, with an
 EPISODE id from `tracerl traces list --db runs/train/traces.db`.
+
+## Train on what the app did in production
+
+`app.run(question)` is the app as production calls it, with no tracerl session: the one
+`tracerl.instrument` line makes each run one episode, and a reward given right after it
+attaches to that episode. Record its runs, export them, train on them:
+
+```
+tracerl gateway serve &
+python production.py
+tracerl traces export app.jsonl --service {service}
+tracerl train --from-traces app.jsonl --data tasks.jsonl --holdout 0.2 --agent app.py:run --reward reward.py:grade --output runs/from-traces
+```
+
+The gateway serves the policy on 127.0.0.1:8000 and records every call's token ids;
+`production.py` runs each question through the app against it; the export keeps this app's
+episodes (its `service.name`); training keeps the rewarded ones, leaves the held-out rows'
+runs out, and measures the app itself (`--agent app.py:run`) on those rows before and after.
 '''
 
-FILES = ("app.py", "tasks.jsonl", "reward.py", "config.yaml", "README.md")
+FILES = ("app.py", "tasks.jsonl", "reward.py", "config.yaml", "production.py", "README.md")
 
 
 def task_rows(n: int = 60, seed: int = 0) -> list[dict[str, object]]:
@@ -250,15 +383,21 @@ def task_rows(n: int = 60, seed: int = 0) -> list[dict[str, object]]:
     return rows
 
 
+def service_name(name: str) -> str:
+    """The project's name as an OpenTelemetry service name (letters, digits, - _ .)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "app"
+
+
 def render(framework: Framework, name: str) -> dict[str, str]:
     """The project's files, by name."""
-    app = APPS[framework].format(system=_SYSTEM, evaluate=_EVALUATE, calculator=_CALCULATOR)
+    app = APPS[framework].format(system=_SYSTEM, evaluate=_EVALUATE, calculator=_CALCULATOR, server=_SERVER)
     return {
         "app.py": app,
         "tasks.jsonl": "".join(json.dumps(row) + "\n" for row in task_rows()),
         "reward.py": REWARD,
         "config.yaml": CONFIG,
-        "README.md": README.format(name=name, framework=framework.value),
+        "production.py": PRODUCTION.format(service=service_name(name)),
+        "README.md": README.format(name=name, framework=framework.value, service=service_name(name)),
     }
 
 
@@ -280,4 +419,5 @@ def init(
                "  tracerl eval --data tasks.jsonl --agent app.py:solve --reward reward.py:grade\n"
                "  tracerl train --config config.yaml\n"
                "  tracerl traces list --db runs/train/traces.db\n"
-               "  tracerl traces show EPISODE --db runs/train/traces.db")
+               "  tracerl traces show EPISODE --db runs/train/traces.db\n\n"
+               "README.md shows the other loop: run the app as production does, then train on its traces")

@@ -7,16 +7,30 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 runs_app = typer.Typer(help="Run folders: what ran, how it ended, how two compare.", no_args_is_help=True)
-console = Console()
+
+
+def console() -> Console:
+    """A console for this command: it reads the terminal's width (COLUMNS) now, not at import."""
+    return Console()
 
 RunsOption = Annotated[Path | None, typer.Option("--runs", help="a folder of run folders (e.g. runs/)")]
 
 
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f}%"
+
+
+def _accuracy(run: Any, which: str) -> str:
+    """A run's held-out accuracy ``before`` or ``after``: "no reward" where its evaluation ran and
+    nothing graded it (never 0 %), the count of ungraded episodes where some were."""
+    value, ungraded = run.accuracy(which), run.ungraded(which)
+    if value is None:
+        return "no reward" if ungraded else "-"
+    return _pct(value) + (f" ({ungraded} ungraded)" if ungraded else "")
 
 
 def dashboard(
@@ -37,7 +51,7 @@ def dashboard(
             try:
                 store.count()
             except Exception as exc:  # noqa: BLE001 - curves still work without episodes
-                typer.echo(f"warning: {view.path / 'traces.db'}: {exc}; its episodes will not show", err=True)
+                typer.echo(f"warning: {view.run.store_target}: {exc}; its episodes will not show", err=True)
             finally:
                 store.close()
     where = f"http://{host}:{port}/" + (f"#key={api_key}" if api_key else "")
@@ -52,7 +66,7 @@ def diagnose(run: Annotated[Path, typer.Argument(help="a run folder")],
 
     view = RunView(run)
     d = view.diagnosis()
-    console.print(f"[bold]{view.path}[/]: {d['episodes']} training episodes, {d['unrewarded']} without reward "
+    console().print(f"[bold]{view.path}[/]: {d['episodes']} training episodes, {d['unrewarded']} without reward "
                   f"({_pct(d['unrewarded'] / max(1, d['episodes']))}); {d['eval_episodes']} evaluation episodes")
     table = Table("kind")
     table.add_column("why the reward was zero", no_wrap=True)  # a cause reads whole, whatever the width
@@ -60,21 +74,21 @@ def diagnose(run: Annotated[Path, typer.Argument(help="a run folder")],
         table.add_column(name, justify="right")
     for c in d["causes"]:
         table.add_row(c["kind"], c["label"], str(c["episodes"]), _pct(c["episodes"] / max(1, d["unrewarded"])))
-    console.print(table if d["causes"] else "every training episode earned a reward")
+    console().print(table if d["causes"] else "every training episode earned a reward")
     if examples and d["causes"]:
-        console.print("[bold]examples[/] (tracerl traces show ID --db RUN/traces.db)")
+        console().print(f"[bold]examples[/] (tracerl traces show ID --db {escape(view.run.store_target)})")
         for c in d["causes"]:
             for x in c["examples"][:examples]:
-                console.print(f"  {c['label']}: {x['id']}" + (f"  {x['detail']}" if x["detail"] else ""), soft_wrap=True)
-    console.print("[bold]why episodes did not train[/]")
-    console.print(f"  {d['flat_episodes']} episodes in {d['flat_groups']} of {d['groups']} groups whose rewards were "
+                console().print(f"  {c['label']}: {x['id']}" + (f"  {x['detail']}" if x["detail"] else ""), soft_wrap=True)
+    console().print("[bold]why episodes did not train[/]")
+    console().print(f"  {d['flat_episodes']} episodes in {d['flat_groups']} of {d['groups']} groups whose rewards were "
                   "all equal (dropped: no gradient)")
     for reason, count in sorted(d["excluded"].items()):
-        console.print(f"  {count} excluded ({reason})")
-    console.print(f"  {d['prefix_break_episodes']} split by a prefix break into more than one sequence")
+        console().print(f"  {count} excluded ({reason})")
+    console().print(f"  {d['prefix_break_episodes']} split by a prefix break into more than one sequence")
     if d["eval_causes"]:
         causes = ", ".join(f"{k} {v}" for k, v in sorted(d["eval_causes"].items(), key=lambda kv: -kv[1]))
-        console.print(f"[bold]evaluation[/]: {causes}")
+        console().print(f"[bold]evaluation[/]: {causes}")
 
 
 def report(run: Annotated[Path, typer.Argument(help="a run folder")],
@@ -105,11 +119,11 @@ def list_(runs: RunsOption = None, store: Annotated[str | None, typer.Option(
     rules: dict[str, str] = {}  # rule -> its footnote mark
     for r in found:
         mark = rules.setdefault(r.accuracy_rule, "*" * (len(rules) + 1)) if r.accuracy_rule else ""
-        table.add_row(str(r.path), r.task, f"{r.steps_done}/{r.steps}", _pct(r.accuracy("before")) + mark,
-                      _pct(r.accuracy("after")) + mark, _rewards(r), r.status)
-    console.print(table if found else f"no runs under {root}")
+        table.add_row(str(r.path), r.task, f"{r.steps_done}/{r.steps}", _accuracy(r, "before") + mark,
+                      _accuracy(r, "after") + mark, _rewards(r), r.status)
+    console().print(table if found else f"no runs under {root}")
     for rule, mark in rules.items():  # below the table: a narrow terminal would fold it inside
-        console.print(f"{mark} {rule}: the reward gave no is_correct; accuracy counts a reward that reaches reward_max")
+        console().print(f"{mark} {rule}: the reward gave no is_correct; accuracy counts a reward that reaches reward_max")
 
 
 def _store_runs(target: str) -> None:
@@ -125,12 +139,15 @@ def _store_runs(target: str) -> None:
         table = Table("run id", "episodes", "spans", "first span (UTC)", "last span (UTC)")
         for r in found:
             table.add_row(r.run_id, str(r.episodes), str(r.spans), when(r.start_ns), when(r.end_ns))
-        console.print(table if found else f"no runs in {spans.where} (only spans of runs since 0.3 carry a run id)")
+        console().print(table if found else f"no runs in {spans.where} (only spans of runs since 0.3 carry a run id)")
 
 
 def _rewards(run: Any) -> str:
-    before, after = run.reward("before"), run.reward("after")
-    return " → ".join("-" if x is None else f"{x:.3f}" for x in (before, after))
+    def one(which: str) -> str:
+        value = run.reward(which)
+        return ("no reward" if run.ungraded(which) else "-") if value is None else f"{value:.3f}"
+
+    return " → ".join(one(which) for which in ("before", "after"))
 
 
 @runs_app.command("compare")
@@ -147,13 +164,13 @@ def compare(a: Annotated[Path, typer.Argument(help="a run folder")],
             table.add_row(key, str(va), str(vb))
     table.add_row("status", ra.status, rb.status)
     table.add_row("steps", f"{ra.steps_done}/{ra.steps}", f"{rb.steps_done}/{rb.steps}")
-    table.add_row("accuracy before", _pct(ra.accuracy("before")), _pct(rb.accuracy("before")))
-    table.add_row("accuracy after", _pct(ra.accuracy("after")), _pct(rb.accuracy("after")))
+    table.add_row("accuracy before", _accuracy(ra, "before"), _accuracy(rb, "before"))
+    table.add_row("accuracy after", _accuracy(ra, "after"), _accuracy(rb, "after"))
     table.add_row("accuracy counted by", ra.accuracy_rule or "is_correct", rb.accuracy_rule or "is_correct")
     table.add_row("mean reward before → after", _rewards(ra), _rewards(rb))
     for key in ("rollout/reward_mean", "rollout/response_length_mean", "stats/entropy", "time/rollout_s", "time/update_s"):
         table.add_row(f"last {key}", _last(ra.metrics, key), _last(rb.metrics, key))
-    console.print(table)
+    console().print(table)
 
 
 def _flat(d: dict, prefix: str = "") -> dict[str, object]:

@@ -27,7 +27,7 @@ ContinueTokens = Annotated[bool, typer.Option(
 def serve(
     model: Annotated[str | None, typer.Option(help="HF model folder or id (default: the bundled tiny model)")] = None,
     host: Annotated[str, typer.Option(help="bind address; anything but loopback needs --api-key")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=1, max=65535)] = 8000,
+    port: Annotated[int, typer.Option(min=0, max=65535, help="0: a free port, the one bound is printed")] = 8000,
     api_key: Annotated[str | None, typer.Option(envvar="TRACERL_GATEWAY_API_KEY", help="require this Bearer key")] = None,
     db: StoreOption = None,
     name: Annotated[str | None, typer.Option(help="model name clients send (default: derived from the path)")] = None,
@@ -72,6 +72,7 @@ def serve(
         engine = _engine(model, name, batch_window_ms, upstream, upstream_model, tokenizer, provider,
                          upstream_key_env, weight_sync)
         what = f"{engine.model_name} from {upstream}" if upstream else engine.model_name
+        port = int(sock.getsockname()[1])  # the one bound (--port 0 asks the OS for a free one)
         typer.echo(f"serving {what} on http://{host}:{port}/v1 (spans -> {store.where})")
         app = create_app(engine, store, api_key=api_key, continue_tokens=continue_tokens,
                          accept_weights=accept_weights)

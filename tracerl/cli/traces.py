@@ -21,7 +21,11 @@ from tracerl.core.spans import SpanRecord, dumps_jsonl
 from tracerl.core.store import SpanStore, default_store_target, is_url, open_store, write_parquet
 
 app = typer.Typer(help="Inspect, export and import stored traces (one episode per session).", no_args_is_help=True)
-console = Console()
+
+
+def console() -> Console:
+    """A console for this command: it reads the terminal's width (COLUMNS) now, not at import."""
+    return Console()
 
 DbOption = StoreOption
 RunIdOption = Annotated[str | None, typer.Option(
@@ -77,7 +81,7 @@ def list_(db: DbOption = None, since: SinceOption = None, limit: int = typer.Opt
                           _services(records), _when(r.start_ns), f"{max(0, r.end_ns - r.start_ns) / 1e9:.2f}s",
                           str(r.spans), r.session_id)
         scope = (f" of run {run_id}" if run_id else "") + (f" of service {service}" if service else "")
-        console.print(table if rows else f"no episodes in {store.where}{scope}")
+        console().print(table if rows else f"no episodes in {store.where}{scope}")
 
 
 def _services(records: list[SpanRecord]) -> str:
@@ -105,16 +109,16 @@ def show(
         if not records:
             raise ConfigError(f"no spans for episode {episode!r} in {store.where}; see `tracerl traces list`")
         ep = episode_from_spans(records, episode_id=episode)
-        console.print(episode_tree(ep, traceback=True))
+        console().print(episode_tree(ep, traceback=True))
         if tokens:
             from transformers import AutoTokenizer
 
             from tracerl.trainers.model_path import resolve_model
 
-            console.print(sequences(ep, AutoTokenizer.from_pretrained(resolve_model(model))))
+            console().print(sequences(ep, AutoTokenizer.from_pretrained(resolve_model(model))))
         if spans:
             tree: Tree = span_tree(records)
-            console.print(tree)
+            console().print(tree)
 
 
 @app.command()

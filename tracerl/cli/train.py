@@ -62,7 +62,7 @@ def train(
     steps: Annotated[int | None, typer.Option(help="training steps")] = None,
     model: Annotated[str | None, typer.Option(help="HF model folder or id (default: bundled tiny model)")] = None,
     from_traces: Annotated[Path | None, typer.Option(
-        "--from-traces", help="fine-tune on exported traces (traces.db or .jsonl) with --algo rft")] = None,
+        "--from-traces", help="fine-tune on exported traces (traces.db or .jsonl); the algo is then rft")] = None,
     min_reward: Annotated[float | None, typer.Option(help="rft: keep trajectories with at least this reward")] = None,
     config: Annotated[Path | None, typer.Option("--config", help="YAML (or JSON) file of settings")] = None,
     output: Annotated[Path | None, typer.Option(help="run folder (checkpoints, metrics, traces)")] = None,
@@ -149,7 +149,9 @@ def train(
         typer.echo("interrupted before training started; nothing was trained", err=True)
         raise typer.Exit(130) from None
     if os.environ.get("RANK", "0") == "0":  # under torchrun the other ranks only held shards
-        typer.echo(_summary(result, cfg.eval_size))
+        from tracerl.trainers.loop import evaluation_skipped
+
+        typer.echo(_summary(result, cfg.eval_size, evaluation_skipped(cfg)))
 
 
 LAUNCH_OPTIONS = ("--nproc", "--nnodes", "--rdzv-endpoint")  # torchrun's, not the trainer's
@@ -227,18 +229,23 @@ def _interrupted_line(exc: Any) -> str:
     return f"{line}; checkpoint {exc.checkpoint} saved; continue with --resume{again}"
 
 
-def _summary(result: Any, eval_size: int) -> str:
-    def pct(x: float | None, reward: float | None) -> str:
-        return "n/a" if x is None else f"{x:.1%}" + ("" if reward is None else f"  (mean reward {reward:.3f})")
+def _summary(result: Any, eval_size: int, skipped: str | None = None) -> str:
+    def pct(x: float | None, reward: float | None, ungraded: tuple[int, int] | None = None) -> str:
+        if x is None:
+            return "not measured (no episode had a reward)" if ungraded else "n/a"
+        part = f" of {ungraded[1] - ungraded[0]} graded episodes ({ungraded[0]} without a reward)" if ungraded else ""
+        return f"{x:.1%}{part}" + ("" if reward is None else f"  (mean reward {reward:.3f})")
 
     if not eval_size:
         lines = ["accuracy: not measured (--eval-size 0)"]
+    elif skipped is not None:  # the run evaluated nothing, and says why
+        lines = [f"accuracy: {skipped}"]
     else:
-        before = pct(result.accuracy_before, result.reward_before)
+        before = pct(result.accuracy_before, result.reward_before, result.ungraded.get("before"))
         if result.start_step:  # measured before step 1, by the run this one continues
             before = ("not in metrics.jsonl" if result.accuracy_before is None else before) + \
                 f" (measured by the run resumed at step {result.start_step})"
-        lines = [f"accuracy before: {before}", f"accuracy after:  {pct(result.accuracy_after, result.reward_after)}"]
+        lines = [f"accuracy before: {before}", f"accuracy after:  {pct(result.accuracy_after, result.reward_after, result.ungraded.get('after'))}"]
         if result.accuracy_rule:
             lines.append(f"accuracy counts an episode correct when {result.accuracy_rule.removeprefix('correct = ')}: "
                          "the reward gave no is_correct (return {\"reward\": ..., \"is_correct\": ...}, or set "
@@ -359,10 +366,16 @@ def _print_report(task: str, report: Any, output: Path) -> None:
 
     table = Table("metric", "value", "95% interval", title=f"{task}: {len(report.episodes)} episodes")
     rule = report.accuracy_rule
-    table.add_row(f"accuracy ({rule})" if rule else "accuracy", f"{report.accuracy:.1%}", f"± {report.accuracy_ci:.1%}")
-    for k, (value, ci) in sorted(report.pass_at.items()):
-        table.add_row(f"pass@{k}", f"{value:.1%}", f"± {ci:.1%}")
-    table.add_row("reward mean", f"{report.reward_mean:.3f}", "")
+    if report.accuracy is None or report.reward_mean is None:  # nothing graded: no number to show
+        table.add_row("accuracy", "not measured", "")
+        table.add_row("reward mean", "no reward", "")
+    else:
+        of = f" of {report.graded_count} graded" if report.ungraded else ""
+        table.add_row((f"accuracy ({rule})" if rule else "accuracy") + of, f"{report.accuracy:.1%}",
+                      f"± {report.accuracy_ci:.1%}")
+        for k, (value, ci) in sorted(report.pass_at.items()):
+            table.add_row(f"pass@{k}{of}", f"{value:.1%}", f"± {ci:.1%}")
+        table.add_row(f"reward mean{of}", f"{report.reward_mean:.3f}", "")
     if report.tool_use is not None:  # tools were offered: how many episodes called one
         table.add_row("episodes calling a tool", f"{report.tool_use:.1%}", "")
     reasons = Table("termination reason", "episodes")
@@ -370,6 +383,11 @@ def _print_report(task: str, report: Any, output: Path) -> None:
         reasons.add_row(reason, str(count))
     console = Console()
     console.print(table)
+    if report.accuracy is None:
+        console.print(f"accuracy {report.not_measured()}", soft_wrap=True)
+    elif report.ungraded:
+        console.print(f"{report.ungraded} of {len(report.episodes)} episodes have no reward (nothing graded them): "
+                      "accuracy and reward are over the other ones", soft_wrap=True)
     if rule:
         console.print(f"{report.judged_by_reward_max} of {len(report.episodes)} episodes had no is_correct from the "
                       f"reward, so they count as correct when their reward reaches {report.reward_max:g} "

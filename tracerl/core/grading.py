@@ -30,6 +30,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from . import semconv as sc
 from .errors import GradingError
+from .record import emit_reward
 from .types import Episode, TerminationReason
 
 if TYPE_CHECKING:
@@ -145,8 +146,6 @@ def record_artifacts(sess: Session, artifacts: dict[str, Any]) -> None:
 def grade(sess: Session, episode: Episode, grader: Grader) -> Episode:
     """Score ``episode`` (ended, assembled) with ``grader``; its rewards go into the trace and
     the episode is read back with them. A failing grader marks the episode ``grading_error``."""
-    from .rollout import emit_reward
-
     try:
         value = grader.fn(sess.task, GradedEpisode.of(episode))
         rewards = normalize(value, grader.name)
@@ -190,6 +189,19 @@ def check_grading(episodes: Sequence[Episode], max_share: float, where: str) -> 
         f"max_grading_errors={max_share:g} of them); the first, episode {first.id}: {lines[0][:300]}. Fix the "
         "reward function: it is called as fn(task, episode), the episode also reading as its artifacts "
         "(episode['answer'])", episode_id=first.id)
+
+
+# endings that give a verdict without a reward: the agent (or its grader) broke, so no answer
+# of it can be right, whatever would have graded it
+_FAILED = frozenset({TerminationReason.ERROR, TerminationReason.TIMEOUT, TerminationReason.CANCELLED,
+                     TerminationReason.GRADING_ERROR})
+
+
+def graded(episode: Episode) -> bool:
+    """The episode has a verdict: a reward (or ``is_correct``), or it failed (wrong whatever
+    would have graded it). One that ran and has neither was graded by nothing (no reward span,
+    no reward function): its accuracy and reward are not measured, never 0."""
+    return episode.reward is not None or episode.is_correct is not None or episode.termination_reason in _FAILED
 
 
 def accuracy_rule(judged: float, reward_max: float) -> str | None:

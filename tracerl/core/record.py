@@ -110,6 +110,31 @@ def close_app_episode(sess: Session, error: BaseException | None = None) -> None
     _ended_in_thread[threading.get_ident()] = sess
 
 
+@contextlib.contextmanager
+def app_run(name: str = "app") -> Iterator[str | None]:
+    """One episode for a run of the app that no framework run covers (a loop of LiteLLM or plain
+    OpenAI calls): opened here unless this context already belongs to one (inside a rollout, a
+    session or a framework's run it joins that, and yields None), ended on leaving; a reward
+    or task just after it attaches to it. Yields the episode id::
+
+        with tracerl.app_run("support-bot"):
+            reply = my_loop(question)
+        tracerl.emit_reward(score(reply))
+    """
+    from .otel import setup_tracing
+
+    sess = open_app_episode(setup_tracing(), "app", name)
+    error: BaseException | None = None
+    try:
+        yield None if sess is None else sess.episode_id
+    except BaseException as exc:
+        error = exc
+        raise
+    finally:
+        if sess is not None:
+            close_app_episode(sess, error)
+
+
 def _target() -> Session | None:
     """The session a reward or task goes to: the open one, else the app run that ended here
     last (in this task; outside any task, in this thread), within the window."""

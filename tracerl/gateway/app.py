@@ -16,7 +16,6 @@ caller's W3C ``traceparent`` when there is one. The session comes from the URL p
 
 from __future__ import annotations
 
-import functools
 import hmac
 import inspect
 import json
@@ -44,6 +43,7 @@ from . import admin
 from . import messages as ms
 from . import protocol as p
 from . import responses as rs
+from .health import StoreProbe
 from .recording import CallRecord, gateway_span, new_ids
 from .streaming import sse_chat
 from .turns import Turns
@@ -125,11 +125,6 @@ class Gateway:
         self.turns = Turns(tok) if continue_tokens and tok is not None else None
         self.prompts = PromptCache()
         self.max_body_bytes = max_body_bytes  # a body's largest size, inflated too
-
-    @functools.cached_property
-    def store_id(self) -> str | None:
-        """The store's identity on /health: a trainer of replicas checks it is its own store."""
-        return self.store.store_id()
 
     # -- helpers ----------------------------------------------------------------------
 
@@ -522,6 +517,7 @@ def create_app(engine: Engine, store: SpanStore, *, api_key: str | None = None,
                  max_body_bytes=max_body_bytes)
     app = FastAPI(title="tracerl gateway", docs_url=None, redoc_url=None, openapi_url=None, **_NO_TELEMETRY)
     app.state.gateway = gw
+    probe = StoreProbe(store)
 
     @app.exception_handler(p.APIError)
     async def _api_error(request: Request, exc: p.APIError) -> Response:
@@ -557,8 +553,7 @@ def create_app(engine: Engine, store: SpanStore, *, api_key: str | None = None,
         return json_response(error_body(err, request.url.path), 500)
 
     async def health(request: Request) -> Response:
-        return json_response({"status": "ok", "model": engine.model_name, "weight_version": engine.weight_version,
-                              "store_id": gw.store_id, "accepts_weights": accept_weights})
+        return json_response(*await probe.answer(engine, accept_weights))  # 503 while the store is down
 
     async def weights(request: Request) -> Response:
         return json_response(await admin.receive_weights(request, engine, accept_weights))

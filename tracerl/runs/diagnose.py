@@ -6,6 +6,8 @@ the run recorded and never from reading the reply's text:
 * infrastructure (the run's machinery failed, not the policy): the agent raised, timed out or
   was cancelled; the grader failed; a call has no token ids (it bypassed the gateway); the
   agent made no LLM call at all;
+* no reward: the episode ran and nothing graded it (no reward span, no reward function): not
+  a wrong answer, which only a grader can say;
 * policy: a tool raised (its span's status is ERROR), the last reply was cut at max_tokens,
   the episode hit max turns, the grader found no answer to compare (``answer_found`` = 0, which
   the built-in graders report), else: the answer was wrong, which is the honest class when a
@@ -23,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracerl.core.grading import graded
 from tracerl.core.semconv import is_tool_span
 from tracerl.core.spans import SpanRecord
 from tracerl.core.types import Episode, TerminationReason
@@ -39,6 +42,7 @@ CAUSES: dict[str, tuple[str, str]] = {
     "grading_error": ("grading error", "infrastructure"),
     "missing_token_ids": ("missing token ids", "infrastructure"),
     "no_llm_calls": ("no LLM calls", "infrastructure"),
+    "no_reward": ("no reward (nothing graded it)", "setup"),
     "tool_error": ("tool error", "policy"),
     "truncated": ("truncated at max tokens", "policy"),
     "max_turns": ("max turns", "policy"),
@@ -79,6 +83,8 @@ def classify(ep: Episode, spans: Sequence[SpanRecord] = ()) -> Cause:
         return Cause(code, _what(ep.error))
     if code in ("missing_token_ids", "no_llm_calls"):
         return Cause(code)
+    if not graded(ep):
+        return Cause("no_reward")
     failed = [s for s in spans if s.status_code == "ERROR" and is_tool_span(s.attributes)]
     if failed:
         return Cause("tool_error", f"{failed[0].name}: {_what(failed[0].status_message) or 'failed'}")

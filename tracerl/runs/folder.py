@@ -1,13 +1,15 @@
 """A run folder, read-only: its config, metrics, status and span store.
 
     runs/demo/
-        config.json     the TrainConfig as run          (written at the start)
+        config.json     the TrainConfig as run          (written when the run starts)
         run.json        status: running, finished, interrupted or failed, with the pid
         metrics.jsonl   one record per step (and per evaluation), appended as training goes
         traces.db       every rollout's spans (SQLite, WAL)
 
-A folder with config.json and metrics.jsonl or traces.db is a run. Nothing here writes: the
-store is opened read-only, metrics are read line by line (a line being written is skipped).
+A folder with config.json and metrics.jsonl or traces.db is a run. A run starts once its
+preflight passes (:mod:`tracerl.trainers.attempt`): a failed preflight leaves no folder to list.
+Nothing here writes: the store is opened read-only, metrics are read line by line (a line being
+written is skipped).
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tracerl.core.errors import ConfigError
+from tracerl.core.errors import ConfigError, StoreError
 from tracerl.core.grading import accuracy_rule
-from tracerl.core.store import RUN_STORE, SpanStore, run_store
+from tracerl.core.store import RUN_STORE, STORE_ENV, SpanStore, is_url, run_store
 
 STATUS_FILE = "run.json"
 STATUSES = ("running", "finished", "interrupted", "failed")
@@ -65,6 +67,12 @@ class Run:
         """The held-out mean reward ``before`` or ``after``, as :meth:`accuracy`."""
         return self._evaluation(which, "eval/reward_mean")
 
+    def ungraded(self, which: str) -> int | None:
+        """How many episodes of the evaluation ``before`` or ``after`` nothing graded (None when
+        it recorded none): its accuracy is over the others, and not measured when all were."""
+        value = self._evaluation(which, "eval/ungraded")
+        return None if value is None else int(value)
+
     @property
     def accuracy_rule(self) -> str | None:
         """How its accuracy was counted where the reward gave no ``is_correct`` (None: it did)."""
@@ -95,8 +103,28 @@ class Run:
         else its folder's traces.db (None when the run has none yet)."""
         shared = self.config.get("store")
         if shared:
-            return run_store(self.path, read_only=True, store=str(shared), run_id=self.run_id)
+            try:
+                return run_store(self.path, read_only=True, store=str(shared), run_id=self.run_id)
+            except StoreError as exc:
+                raise _password_hint(self.path, str(shared), exc) from exc
         return run_store(self.path, read_only=True) if (self.path / RUN_STORE).is_file() else None
+
+    @property
+    def store_target(self) -> str:
+        """Where the run's spans are, as ``--db`` takes it: the shared store it recorded (a URL
+        without its password), else its folder's traces.db."""
+        shared = self.config.get("store")
+        return str(shared) if shared else str(self.path / RUN_STORE)
+
+
+def _password_hint(path: Path, recorded: str, exc: StoreError) -> StoreError:
+    """A PostgreSQL store that refused the run folder's URL for its password: say where one comes
+    from (the folder records the URL without it)."""
+    if not is_url(recorded) or "password" not in str(exc).lower():
+        return exc
+    return StoreError(f"{exc}; {path / 'config.json'} records the store without its password: set {STORE_ENV} to "
+                      "that URL with the password (postgresql://USER:PASSWORD@HOST:PORT/DB), or give it to libpq "
+                      "in PGPASSWORD or ~/.pgpass")
 
 
 def is_run(path: Path) -> bool:

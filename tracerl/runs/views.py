@@ -58,6 +58,7 @@ class RunView:
                 "steps": run.steps, "steps_done": run.steps_done, "accuracy_before": run.accuracy("before"),
                 "accuracy_after": run.accuracy("after"), "accuracy_rule": run.accuracy_rule,
                 "reward_before": run.reward("before"), "reward_after": run.reward("after"),
+                "ungraded_before": run.ungraded("before"), "ungraded_after": run.ungraded("after"),
                 "model": run.config.get("model"),
                 "algo": (run.config.get("algo") or {}).get("type"), "updated": run.updated}
 

@@ -2,9 +2,10 @@
 
 It reaches the gateway through the session URL alone (``config.base_url``), which is all the
 gateway needs to record the episode: it is also the reference for "an agent without any
-adapter". Arithmetic offers the calculator tool; the model may call it (the tool result goes
-back as a ``tool`` message) before it answers. Tasks with feedback (multiturn) get the
-task's feedback as a new user turn until the answer is right or the turns run out.
+adapter". It offers the tools the task declares (``tools(task)``: the calculator on arithmetic
+and calculator); the model may call them (each result goes back as a ``tool`` message) before it
+answers. Tasks with feedback (multiturn) get the task's feedback as a new user turn until the
+answer is right or the turns run out.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from tracerl.core.rollout import RolloutContext
 from tracerl.core.rollout_fn import rollout
 from tracerl.core.types import Task
 
-from .synthetic import CALCULATOR_TOOL, TASKS, calculator
+from .synthetic import TASKS, calculator
 
 MAX_TOOL_CALLS = 2
 
@@ -91,7 +92,7 @@ def chat_loop(
 def math_agent(task: Task, config: RolloutContext) -> dict[str, Any]:
     """Solve one synthetic task; returns the reward and whether the last answer is right."""
     spec = TASKS[task.dataset or "arithmetic"]
-    tools = [CALCULATOR_TOOL] if spec.name in ("arithmetic", "calculator") else None
+    tools = spec.tools(task)
 
     def results(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [{"role": "tool", "tool_call_id": c.get("id"), "content": _tool_result(c)} for c in calls]

@@ -36,6 +36,10 @@ column (but naming another ``data.id`` column gives every row a new id, and a ne
 >>> [t.id for t in wider] == [t.id for t in tasks]
 True
 
+A row's question also has a key, :func:`task_key` (a hash of its ``question`` with whitespace
+collapsed): traces whose sessions carry no task id are matched to held-out rows by the key of
+their first user message (``tracerl.trainers.rft``).
+
 Every problem is one :class:`ConfigError` line naming the file, the row (or line) and the
 column.
 """
@@ -53,6 +57,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from tracerl.core.errors import ConfigError, MissingDependencyError
+from tracerl.core.ids import row_id
 from tracerl.core.imports import load_callable
 from tracerl.core.types import Task
 
@@ -138,6 +143,19 @@ def load_data(cfg: DataConfig) -> tuple[list[Task], list[Task]]:
     return split_tasks(tasks, cfg, held)
 
 
+def question_key(question: str) -> str:
+    """The key of a question's text: a hash of its words one space apart, so a trace's first
+    user message and the data row it asked get the same key whatever whitespace the app put
+    around or inside it. What decides held-out membership of a trace without a task id."""
+    return "q-" + hashlib.sha256(" ".join(question.split()).encode()).hexdigest()[:16]
+
+
+def task_key(task: Task) -> str | None:
+    """:func:`question_key` of a task's ``question`` (after ``data.columns``), None without one."""
+    question = task.data.get("question")
+    return question_key(question) if isinstance(question, str) and question.strip() else None
+
+
 def _fraction(task: Task) -> float:
     """Where the task falls in [0, 1), by a hash of its id: the same every run."""
     digest = hashlib.sha256(("holdout:" + task.id).encode()).digest()
@@ -176,9 +194,8 @@ def _asked(data: Mapping[str, Any], columns: Mapping[str, str]) -> list[str]:
 def _row_hash(row: Mapping[Any, Any], data: Mapping[str, Any], answer: str | None, columns: Mapping[str, str]) -> str:
     """A row's stable id: a hash of what it asks and its answer (of the whole row when it asks
     nothing by name), so a column added to the file moves no row to another split."""
-    asked = _asked(data, columns)
-    key: Any = {"asked": {k: data[k] for k in asked}, "answer": data.get(answer) if answer else None} if asked else row
-    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    asked = {k: data[k] for k in _asked(data, columns)}
+    return row_id(row, asked, data.get(answer) if answer else None).removeprefix("row-")
 
 
 def _check_filled(tasks: list[Task], rows: list[Any], label: str, answer: str | None,

@@ -174,6 +174,9 @@ class SyntheticTask(Protocol):
     name: str
     max_turns: int
 
+    @property
+    def tool_names(self) -> tuple[str, ...]: ...
+    def tools(self, task: Task) -> list[dict[str, Any]] | None: ...
     def tasks(self, split: Split, n: int, seed: int = 0) -> list[Task]: ...
     def messages(self, task: Task) -> list[dict[str, Any]]: ...
     def reward(self, task: Task, text: str | None, turns: int = 1) -> float: ...
@@ -199,6 +202,16 @@ class Arithmetic:
     max_turns = 1
     # rng -> (the problem's key, which decides its split; its data; its answer)
     sample: Callable[[random.Random], tuple[str, dict[str, Any], Any]] = staticmethod(_sample_arithmetic)
+    offered_tools: tuple[dict[str, Any], ...] = (CALCULATOR_TOOL,)  # what the agent offers the model
+
+    @property
+    def tool_names(self) -> tuple[str, ...]:
+        """The offered tools' names (``tracerl tasks show``, the catalogue's table)."""
+        return tuple(tool["function"]["name"] for tool in self.offered_tools)
+
+    def tools(self, task: Task) -> list[dict[str, Any]] | None:
+        """The tool definitions the agent sends with each call (None: no tools)."""
+        return list(self.offered_tools) or None
 
     def tasks(self, split: Split, n: int, seed: int = 0) -> list[Task]:
         drawn = _draw(self.name, split, n, seed, self.sample)
@@ -257,6 +270,7 @@ class MultiTurn(Arithmetic):
 
     name = "multiturn"
     max_turns = 3
+    offered_tools = ()  # feedback turns instead of a tool
     discount = 0.8
 
     def reward(self, task: Task, text: str | None, turns: int = 1) -> float:
@@ -294,6 +308,7 @@ class Countdown(Arithmetic):
 
     name = "countdown"
     sample = staticmethod(_sample_countdown)
+    offered_tools = ()  # the answer is an expression, which the calculator would only evaluate
 
     def is_correct(self, task: Task, text: str | None) -> bool:
         answer = extract_answer(text)

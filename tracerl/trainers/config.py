@@ -66,6 +66,10 @@ class RFT(_Config):
     type: Literal["rft"] = "rft"
     min_reward: float = Field(1.0, description="keep trajectories whose reward is at least this")
     best_of_group: bool = Field(True, description="keep only the best passing sample of each group")
+    retokenize: bool = Field(
+        True, description="from traces: steps without token ids (recorded without a gateway) or with another "
+        "tokenizer's get ids from the policy's chat template, counted and announced (true, the default); false "
+        "drops their episodes, counted. Never applies to steps carrying the policy's own ids")
 
 
 Algo = Annotated[GRPO | DrGRPO | RLOO | Reinforce | ReinforcePP | RFT, Field(discriminator="type")]
@@ -187,6 +191,9 @@ class TrainConfig(_Config):
     ray_address: str | None = Field(
         None, description="the Ray cluster for rollout_workers (HOST:PORT, or 'auto'); default: start one on this "
         "machine for the run")
+    ray_connect_timeout_s: float = Field(
+        30.0, gt=0, le=600, description="how long ray_address may take to answer a TCP connect before the run "
+        "stops with one line (Ray itself retries an unreachable cluster for good)")
     gateways: list[str] = Field(
         default_factory=list, description="serve rollouts from these running gateways (tracerl gateway serve "
         "--accept-weights, each with its own engine) instead of one of the run's own: episodes spread over them, "
@@ -263,6 +270,18 @@ class TrainConfig(_Config):
                             "to a tracker, since it may hold secrets)")
     progress: bool = Field(True, description="show a live progress bar")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _from_traces_is_rft(cls, data: Any) -> Any:
+        # recorded episodes train by RFT (their logprobs are an old policy's): the default there
+        if isinstance(data, dict) and data.get("from_traces") is not None:
+            algo = data.get("algo")
+            if algo is None:
+                return {**data, "algo": {"type": "rft"}}
+            if isinstance(algo, dict) and "type" not in algo:  # --set algo.min_reward=... alone
+                return {**data, "algo": {"type": "rft", **algo}}
+        return data
+
     @model_validator(mode="after")
     def _check(self) -> TrainConfig:
         if self.data is not None and self.task != "data":
@@ -275,7 +294,7 @@ class TrainConfig(_Config):
                              "or --holdout instead")
         if self.from_traces is not None and self.algo.type != "rft":
             raise ValueError("from_traces trains on recorded episodes, which needs algo type rft "
-                             "(their logprobs belong to an old policy); pass --algo rft")
+                             "(their logprobs belong to an old policy); pass --algo rft or leave --algo out")
         if self.algo.type == "rft" and self.algo_by_agent:
             raise ValueError("algo rft applies to all agents; remove algo_by_agent")
         if self.group_by == "task" and self.algo_by_agent:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tracerl.core.grading import accuracy_rule
+from tracerl.core.grading import accuracy_rule, graded
 from tracerl.core.otel import Tracing
 from tracerl.core.rollout import RolloutSettings
 from tracerl.core.types import Episode, Task
@@ -51,15 +51,18 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 @dataclass
 class EvalReport:
-    """Per-task results and their summary."""
+    """Per-task results and their summary. Accuracy, pass@k and the mean reward are over the
+    graded episodes (:func:`~tracerl.core.grading.graded`); ``ungraded`` counts the others
+    (nothing gave them a reward), and with none graded they are None: not measured, never 0."""
 
     episodes: list[Episode]
     n: int
-    accuracy: float = 0.0  # mean over tasks of the share of correct samples (= pass@1)
+    accuracy: float | None = None  # mean over tasks of the share of correct samples (= pass@1)
     accuracy_ci: float = 0.0  # half-width of the 95% interval
     pass_at: dict[int, tuple[float, float]] = field(default_factory=dict)  # k -> (value, half-width)
     reasons: dict[str, int] = field(default_factory=dict)
-    reward_mean: float = 0.0
+    reward_mean: float | None = None
+    ungraded: int = 0  # episodes that ran and that nothing graded (no reward span, no reward function)
     tool_use: float | None = None  # share of episodes that called a tool; None when none was offered
     reward_max: float = 1.0  # the reward that counts as correct where the reward gave no is_correct
     judged_by_reward_max: int = 0  # episodes whose correctness came from that rule
@@ -73,20 +76,45 @@ class EvalReport:
     def from_episodes(cls, episodes: list[Episode], n: int, ks: Sequence[int] = (),
                       reward_max: float = 1.0) -> EvalReport:
         by_task: dict[str, list[Episode]] = {}
-        for ep in episodes:
+        judged = [ep for ep in episodes if graded(ep)]
+        for ep in judged:
             by_task.setdefault(ep.task.id if ep.task else ep.id, []).append(ep)
-        report = cls(episodes=episodes, n=n, reward_max=reward_max,
+        report = cls(episodes=episodes, n=n, reward_max=reward_max, ungraded=len(episodes) - len(judged),
                      judged_by_reward_max=judged_by_reward_max(episodes))
         report.reasons = dict(Counter(ep.termination_reason.value for ep in episodes))
-        report.reward_mean = statistics.fmean([ep.reward or 0.0 for ep in episodes]) if episodes else 0.0
         if any(s.tools for ep in episodes for s in ep.steps):
             report.tool_use = sum(map(used_tools, episodes)) / len(episodes)
+        if not judged:
+            return report
+        report.reward_mean = statistics.fmean([ep.reward or 0.0 for ep in judged])
         correct = [sum(is_correct(ep, reward_max) for ep in eps) for eps in by_task.values()]
         counts = [len(eps) for eps in by_task.values()]
         report.accuracy, report.accuracy_ci = _mean_ci([c / m for c, m in zip(correct, counts)])
-        for k in ks:
-            report.pass_at[k] = _mean_ci([pass_at_k(m, c, k) for c, m in zip(correct, counts)])
+        for k in ks:  # a task with fewer than k graded samples has no pass@k of its own
+            values = [pass_at_k(m, c, k) for c, m in zip(correct, counts) if m >= k]
+            if values:
+                report.pass_at[k] = _mean_ci(values)
         return report
+
+    @property
+    def graded_count(self) -> int:
+        """Episodes with a verdict (see :func:`~tracerl.core.grading.graded`)."""
+        return len(self.episodes) - self.ungraded
+
+    def not_measured(self) -> str:
+        """Why there is no accuracy, to print in its place (with none graded)."""
+        return (f"not measured: none of its {len(self.episodes)} episodes has a reward (no reward span, no reward "
+                "function): pass --reward NAME or module:fn, or return one from the agent")
+
+    def step_metrics(self) -> dict[str, float]:
+        """``eval/*`` of a training step's evaluation: accuracy and mean reward where measured,
+        the count of ungraded episodes where there are any."""
+        out = {"eval/judged_by_reward_max": float(self.judged_by_reward_max)}
+        if self.accuracy is not None and self.reward_mean is not None:
+            out |= {"eval/accuracy": self.accuracy, "eval/reward_mean": self.reward_mean}
+        if self.ungraded:
+            out["eval/ungraded"] = float(self.ungraded)
+        return out
 
 
 def _mean_ci(values: list[float]) -> tuple[float, float]:
@@ -150,7 +178,7 @@ def run_eval_command(
     from tracerl.core.store import run_store, shared_store
 
     from .model_path import resolve_model
-    from .rollouts import load_agent, task_reward
+    from .rollouts import check_agent, load_agent, task_reward
 
     store = shared_store(store)
     if model is not None:  # before anything is written: a typo'd path is one line, not a traceback
@@ -161,6 +189,7 @@ def run_eval_command(
         settings = settings.model_copy(update={"timeout_s": DEFAULT_TIMEOUT_S})
     grader = task_reward(reward, reward_options or {}, spec)
     tasks, kind = _eval_tasks(spec, split, max_examples)
+    check_agent(fn, tasks[:1])  # an app function whose inputs the tasks lack: one line, before anything runs
     # episode ids of their own: a second eval into the same folder adds to its traces.db, and the
     # same ids would merge two runs' spans into one episode each
     tag = f"eval-{uuid.uuid4().hex[:8]}"
@@ -191,7 +220,8 @@ def run_eval_command(
     summary = {"task": spec.name, "n": n, "accuracy": report.accuracy, "accuracy_ci95": report.accuracy_ci,
                "accuracy_rule": report.accuracy_rule or "is_correct", "judged_by_reward_max": report.judged_by_reward_max,
                "pass_at_k": {str(k): {"value": v, "ci95": c} for k, (v, c) in report.pass_at.items()},
-               "reward_mean": report.reward_mean, "tool_use": report.tool_use, "termination_reasons": report.reasons,
+               "reward_mean": report.reward_mean, "ungraded": report.ungraded, "tool_use": report.tool_use,
+               "termination_reasons": report.reasons,
                "run_id": run_id, "store": spans.where}
     (output / "report.json").write_text(json.dumps(summary, indent=2))
     return report

@@ -35,11 +35,12 @@ from tracerl.core.grading import check_grading
 from tracerl.core.otel import Tracing, setup_tracing
 from tracerl.core.rollout import RolloutSettings
 from tracerl.core.rollout_fn import RolloutFunction
-from tracerl.core.store import SpanStore, recorded, run_store, shared_store
+from tracerl.core.store import SpanStore, run_store, shared_store
 from tracerl.core.types import Episode, Task, TerminationReason, Trajectory
-from tracerl.runs.folder import RunError, open_run, write_status
+from tracerl.runs.folder import RunError, open_run
 
 from . import checkpoint, distributed, precision, serving
+from .attempt import Attempt
 from .batching import make_batch
 from .config import RFT, TrainConfig
 from .evaluate import EvalReport, evaluate, failed_episodes
@@ -48,17 +49,14 @@ from .model_path import resolve_model
 from .policy import Policy, follow, load_policy
 from .producer import Producer
 from .progress import Progress
-from .provenance import write_code_diff
 from .rft import (
-    HELDOUT_FILE,
-    drop_held_out,
-    load_traces,
     make_rft_batch,
+    offline_episodes,
     recorded_heldout,
     select,
     sft_rows,
 )
-from .rollouts import Agent, load_agent, rollout_seed, run_rollouts, task_reward
+from .rollouts import Agent, check_agent, load_agent, rollout_seed, run_rollouts, task_reward
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +77,9 @@ class TrainResult:
     final_checkpoint: Path | None = None
     start_step: int = 0  # > 0 when the run resumed
     resumed_from: Path | None = None  # the checkpoint it resumed from
+    # "before"/"after" -> (episodes nothing graded, episodes) of that evaluation, where any was
+    # ungraded: its accuracy is over the others, and None (not measured) when all were
+    ungraded: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -103,6 +104,7 @@ class _Run:
     eval_tasks: list[Task]
     policy: Policy = None  # type: ignore[assignment]  # set right after the inputs
     offline: list[Trajectory] = field(default_factory=list)  # from_traces: what passed the bar
+    offline_counts: dict[str, float] = field(default_factory=dict)  # from_traces/*: what it kept, left out, dropped
     heldout_ids: set[str] = field(default_factory=set)  # every held-out task: never trained on
     ready: dict[str, Episode] = field(default_factory=dict)  # rolled out ahead of its step (the preflight)
     agent_spec: str = "module:fn"  # how to name the agent in a message (--agent ...)
@@ -119,74 +121,92 @@ def train(cfg: TrainConfig, *, agent: RolloutFunction | None = None, tracing: Tr
 
     ``agent`` overrides ``cfg.agent``; ``tracing`` replaces the global tracer provider's
     (framework adapters record on the global one, so pass it only for adapter-free agents).
+    The run starts once its preflight passes (:mod:`.attempt`): a failed preflight leaves no
+    run folder, a started run that raises is recorded ``failed``.
     """
     group, device = distributed.init(cfg.device)
     cfg, base, found, device = _prepare(cfg, device, group)
     if not group.main:  # another rank of a multi-GPU run: a shard of the update, as rank 0 says
         follow(load_policy(cfg, base, found, device, group))
         return TrainResult(cfg.output, None, None)
-    run = _inputs(cfg, agent, tracing, base)
-    run.policy = policy = load_policy(cfg, base, found, device, group)
-    run.version = policy.version
-    if cfg.from_traces is not None:
-        run.offline = _offline_trajectories(cfg, policy.tokenizer, run.heldout_ids)
-    progress = Progress(cfg, console, start=policy.step)
-    logger = MetricsLogger(cfg.output, cfg)
-    result = TrainResult(cfg.output, None, None, start_step=policy.step, resumed_from=policy.resumed_from)
-    write_status(cfg.output, "running")
+    attempt = Attempt(cfg.output)
+    run: _Run | None = None
     try:
+        run = _inputs(cfg, agent, tracing, base)
+        run.policy = policy = load_policy(cfg, base, found, device, group)
+        run.version = policy.version
+        if cfg.from_traces is not None:
+            run.offline, run.offline_counts = _offline_trajectories(cfg, policy.tokenizer, run.heldout_ids)
         with serving.serve(cfg, base, run.store) as (gateway_url, engine), _rollout_workers(run, gateway_url):
             engine.update_weights(policy.weights(), run.version)  # resumed or adapted weights
             settings = cfg.rollout.model_copy(update={"gateway_url": gateway_url, "store": run.store.path,
                                                       "run_id": cfg.run_id, "replicas": cfg.gateways})
             if run.reward is not None and not cfg.from_traces:
                 _preflight(run, settings)
-            if policy.step == 0 and run.eval_tasks:
-                _evaluated(result, _evaluate(run, settings, 0, logger, progress), "before")
-            elif run.eval_tasks:  # measured by the run this one continues
-                result.accuracy_before = _earlier_accuracy(cfg.output)
-            _engine_mark(run, engine)
-            producer = Producer(lambda step: _rollouts(run, settings, step), policy.step, cfg.steps,
-                                0 if cfg.from_traces else cfg.async_staleness)
-            for step, episodes, rollout_s in _steps(run, producer):
-                serving.sleep(engine, cfg)  # a colocated vLLM frees the GPU for the update
-                metrics = _offline_step(run, step) if cfg.from_traces else _train_step(run, episodes, rollout_s)
-                metrics.update(_engine_batches(run, engine))
-                if not isinstance(run.agent, RolloutFunction):  # episodes whose worker died or hung, nodes used
-                    metrics.update(run.agent.take_metrics())
-                _push_weights(run, engine)
-                producer.updated(step)
-                if run.eval_tasks and cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step + 1 < cfg.steps:
-                    report = _evaluate(run, settings, step + 1, None, progress)
-                    metrics.update({"eval/accuracy": report.accuracy, "eval/reward_mean": report.reward_mean,
-                                    "eval/judged_by_reward_max": float(report.judged_by_reward_max)})
-                    _engine_mark(run, engine)
-                logger.log(step + 1, metrics)
-                result.history.append({"step": step + 1, **metrics})
-                progress.step(step + 1, metrics)
-                # a step whose rollouts all failed updated on nothing: a resume should redo it
-                all_failed = bool(episodes) and len(failed_episodes(episodes)) == len(episodes)
-                if not all_failed and ((cfg.save_every and (step + 1) % cfg.save_every == 0) or step + 1 == cfg.steps):
-                    result.final_checkpoint = _save(run, step + 1)
-            if run.eval_tasks:
-                _evaluated(result, _evaluate(run, settings, cfg.steps, logger, progress), "after")
-    except KeyboardInterrupt as exc:
-        write_status(cfg.output, "interrupted")
-        done = int(result.history[-1]["step"]) if result.history else policy.step
-        raise TrainingInterrupted(done, checkpoint.latest(cfg.output / "checkpoints")) from exc
+            attempt.start(cfg, run.heldout_ids)
+            result = _train_started(run, settings, engine, console)
+    except KeyboardInterrupt:  # TrainingInterrupted once started
+        attempt.end("interrupted")
+        raise
     except Exception as exc:
-        write_status(cfg.output, "failed", f"{type(exc).__name__}: {exc}"[:500])
+        attempt.end("failed", f"{type(exc).__name__}: {exc}"[:500])
         raise
     finally:
         group.tell("stop")
-        progress.close()
-        logger.close()
-        run.tracing.flush()
+        if run is not None:
+            run.tracing.flush()
+            if not attempt.started:  # closed before its file is removed
+                run.tracing.release(run.store)
+        attempt.abandon()
     # the last connection closing folds the WAL into traces.db: a finished run is one file, which
     # readers (the dashboard) open without touching anything beside it. Not after an interrupt:
     # rollouts still in flight would write to a closed store.
     run.tracing.release(run.store)
-    write_status(cfg.output, "finished")
+    attempt.end("finished")
+    return result
+
+
+def _train_started(run: _Run, settings: RolloutSettings, engine: Any, console: Any) -> TrainResult:
+    """The run after its preflight: evaluate, train ``cfg.steps`` steps, evaluate again."""
+    cfg, policy = run.cfg, run.policy
+    progress = Progress(cfg, console, start=policy.step)
+    logger = MetricsLogger(cfg.output, cfg)
+    result = TrainResult(cfg.output, None, None, start_step=policy.step, resumed_from=policy.resumed_from)
+    try:
+        if policy.step == 0 and run.eval_tasks:
+            _evaluated(result, _evaluate(run, settings, 0, logger, progress), "before")
+        elif run.eval_tasks:  # measured by the run this one continues
+            result.accuracy_before = _earlier_accuracy(cfg.output)
+        _engine_mark(run, engine)
+        producer = Producer(lambda step: _rollouts(run, settings, step), policy.step, cfg.steps,
+                            0 if cfg.from_traces else cfg.async_staleness)
+        for step, episodes, rollout_s in _steps(run, producer):
+            serving.sleep(engine, cfg)  # a colocated vLLM frees the GPU for the update
+            metrics = _offline_step(run, step) if cfg.from_traces else _train_step(run, episodes, rollout_s)
+            metrics.update(_engine_batches(run, engine))
+            if not isinstance(run.agent, RolloutFunction):  # episodes whose worker died or hung, nodes used
+                metrics.update(run.agent.take_metrics())
+            _push_weights(run, engine)
+            producer.updated(step)
+            if run.eval_tasks and cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step + 1 < cfg.steps:
+                report = _evaluate(run, settings, step + 1, None, progress)
+                metrics.update(report.step_metrics())  # accuracy only where measured
+                _engine_mark(run, engine)
+            logger.log(step + 1, metrics)
+            result.history.append({"step": step + 1, **metrics})
+            progress.step(step + 1, metrics)
+            # a step whose rollouts all failed updated on nothing: a resume should redo it
+            all_failed = bool(episodes) and len(failed_episodes(episodes)) == len(episodes)
+            if not all_failed and ((cfg.save_every and (step + 1) % cfg.save_every == 0) or step + 1 == cfg.steps):
+                result.final_checkpoint = _save(run, step + 1)
+        if run.eval_tasks:
+            _evaluated(result, _evaluate(run, settings, cfg.steps, logger, progress), "after")
+    except KeyboardInterrupt as exc:
+        done = int(result.history[-1]["step"]) if result.history else policy.step
+        raise TrainingInterrupted(done, checkpoint.latest(cfg.output / "checkpoints")) from exc
+    finally:
+        progress.close()
+        logger.close()
     return result
 
 
@@ -205,7 +225,7 @@ def _rollout_workers(run: _Run, gateway_url: str) -> Iterator[None]:
     local = run.agent
     workers = run.agent = RayAgent(run.agent_spec, cfg.rollout_workers, gateway_url=gateway_url, store=run.store,
                                    concurrency=cfg.concurrency, address=cfg.ray_address,
-                                   timeout_s=cfg.rollout.timeout_s)
+                                   timeout_s=cfg.rollout.timeout_s, connect_timeout_s=cfg.ray_connect_timeout_s)
     try:
         yield
     finally:
@@ -227,8 +247,9 @@ def _earlier_accuracy(output: Path) -> float | None:
 
 def _prepare(cfg: TrainConfig, device: str | None, group: distributed.Group
              ) -> tuple[TrainConfig, str, Path | None, str]:
-    """Check the config, seed torch, record the run's config; returns it as run, the base
-    model, the checkpoint to resume from and the device. Every rank runs it."""
+    """Check the config and seed torch (part of the preflight, :mod:`.attempt`); returns the
+    config as run, the base model, the checkpoint to resume from and the device. Every rank
+    runs it; it writes nothing."""
     if cfg.deterministic:
         # MKL picks kernels by memory alignment unless told not to; read when MKL first runs.
         os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
@@ -252,14 +273,8 @@ def _prepare(cfg: TrainConfig, device: str | None, group: distributed.Group
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     serving.check(cfg, device)
     cfg = cfg.model_copy(update={"precision": precision.resolve(cfg.precision, device)})  # recorded as run
-    if group.main:
-        cfg.output.mkdir(parents=True, exist_ok=True)
-        # no password on disk: a resumed run or the dashboard finds it in $TRACERL_STORE or libpq's own
-        (cfg.output / "config.json").write_text(cfg.model_copy(update={"store": recorded(cfg.store)}).model_dump_json(indent=2))
-        if cfg.code_diff:
-            write_code_diff(cfg.output)
-        if cfg.resume and found is None:
-            log.warning("--resume: no checkpoint in %s, starting from step 0", cfg.output)
+    if group.main and cfg.resume and found is None:
+        log.warning("--resume: no checkpoint in %s, starting from step 0", cfg.output)
     return cfg, base, found, device
 
 
@@ -281,27 +296,40 @@ def _inputs(cfg: TrainConfig, agent: RolloutFunction | None, tracing: Tracing | 
 
     spec = tasks.from_data(cfg.data) if cfg.data is not None else tasks.get(cfg.task)
     agent_spec = cfg.agent or (spec.default_agent if agent is None else "module:fn")
+    agent_given = agent is not None
     agent = agent or load_agent(agent_spec)
     reward = task_reward(cfg.reward, cfg.reward_options, spec)
-    store = run_store(cfg.output, store=cfg.store, run_id=cfg.run_id)
+    eval_spec = _eval_spec(cfg, spec)
+    train_tasks = spec.tasks("train", cfg.steps * cfg.batch_size, seed=cfg.seed)
+    eval_tasks = eval_spec.tasks("test", cfg.eval_size, seed=0) if cfg.eval_size else []
+    check_agent(agent, (train_tasks or eval_tasks)[:1])  # an app function whose inputs the tasks lack: one line
+    store = run_store(cfg.output, store=cfg.store, run_id=cfg.run_id)  # last: what can fail has
     # The run's sessions name its store, which claims their spans (every rollout's, the
     # adapters' included): none go to the app's shared store, and the run's holds nothing else.
     tracing = setup_tracing(use_store=False, tracer_provider=tracing.provider if tracing else None)
     tracing.store(store)
-    eval_spec = _eval_spec(cfg, spec)
-    run = _Run(
-        cfg=cfg, agent=agent, base=base, store=store, tracing=tracing,
-        train_tasks=spec.tasks("train", cfg.steps * cfg.batch_size, seed=cfg.seed),
-        eval_tasks=eval_spec.tasks("test", cfg.eval_size, seed=0) if cfg.eval_size else [],
-        agent_spec=agent_spec, reward=reward,
-    )
+    run = _Run(cfg=cfg, agent=agent, base=base, store=store, tracing=tracing, train_tasks=train_tasks,
+               eval_tasks=eval_tasks, agent_spec=agent_spec, reward=reward)
     if cfg.eval_size and not run.eval_tasks:
         log.warning("%s has no held-out tasks, so no accuracy is measured: pass --eval-data, --holdout or "
                     "--set data.split_column=COLUMN", spec.name)
-    run.heldout_ids = _heldout_ids(spec, run.eval_tasks)
-    # kept beside the run's traces: whoever trains on them later (--from-traces) leaves these out
-    (cfg.output / HELDOUT_FILE).write_text(json.dumps({"task_ids": sorted(run.heldout_ids)}))
+    run.heldout_ids = _heldout_ids(spec, run.eval_tasks)  # heldout.json once the run starts
+    skipped = evaluation_skipped(cfg, agent_given)
+    if skipped is not None:  # still held out above: never trained on, only not evaluated
+        log.warning("held-out accuracy %s", skipped)
+        run.eval_tasks = []
     return run
+
+
+def evaluation_skipped(cfg: TrainConfig, agent_given: bool = False) -> str | None:
+    """Why a run evaluates nothing although ``eval_size`` asks for it (None: it evaluates).
+    ``--from-traces`` without ``--agent``: the agent it would evaluate is the task's built-in
+    one, not the app that made the traces, and with no reward its accuracy would be no number."""
+    if cfg.from_traces is None or cfg.agent is not None or agent_given or not cfg.eval_size:
+        return None
+    return ("not measured: --from-traces without --agent evaluates nothing (the task's built-in agent is not the "
+            "app that made the traces); to measure the app, pass its function and a reward: "
+            "--agent app.py:run --reward NAME")
 
 
 def _eval_spec(cfg: TrainConfig, spec: Any) -> Any:
@@ -326,25 +354,42 @@ def _heldout_ids(spec: Any, eval_tasks: list[Task]) -> set[str]:
     return {t.id for t in test}
 
 
-def _offline_trajectories(cfg: TrainConfig, tokenizer: Any, heldout: set[str]) -> list[Trajectory]:
-    """from_traces: the recorded trajectories that pass the bar, in a seeded order; none of an
-    evaluation, and none of a task held out here or by the run that recorded them."""
+def _offline_trajectories(cfg: TrainConfig, tokenizer: Any, heldout: set[str]
+                          ) -> tuple[list[Trajectory], dict[str, float]]:
+    """from_traces: the recorded trajectories that pass the bar, in a seeded order, and the
+    ``from_traces/*`` counts of what was left out, dropped and re-tokenized (printed here): none
+    of an evaluation, and none of a task held out here or by the run that recorded them, by
+    task id or by the question of its first user message (:mod:`.rft`)."""
     assert isinstance(cfg.algo, RFT)
     path = Path(str(cfg.from_traces))
-    episodes, dropped = drop_held_out(load_traces(path, tokenizer), heldout | recorded_heldout(path))
-    if dropped:
-        log.warning("--from-traces %s: left out %d of %d episodes: evaluations, or of tasks held out (by this run "
-                    "or the one that recorded them), so the accuracy measured here is on tasks never trained on",
-                    path, dropped, dropped + len(episodes))
-    chosen = [traj for _, traj in select(episodes, cfg.algo, {r.value for r in cfg.exclude})]
+    episodes, counts = offline_episodes(path, tokenizer, cfg.algo, heldout | recorded_heldout(path),
+                                        _heldout_rows(cfg))
+    excluded = {r.value for r in cfg.exclude}
+    chosen = [traj for _, traj in select(episodes, cfg.algo, excluded)]
+    counts.excluded = sum(ep.termination_reason.value in excluded for ep in episodes)
+    counts.trajectories = len(chosen)
+    for line in counts.lines(path, cfg.algo):
+        log.warning("%s", line)
+    if not episodes:  # all left out or dropped: the lines above say which way
+        raise ConfigError(f"--from-traces {cfg.from_traces}: nothing left to train on (see the counts above): "
+                          "every episode was held out, had no reward or no usable token ids")
     if not chosen:
         raise ConfigError(f"--from-traces {cfg.from_traces}: none of its {len(episodes)} trainable episodes has a "
                           f"trajectory with reward >= {cfg.algo.min_reward}; lower --set algo.min_reward")
     random.Random(cfg.seed).shuffle(chosen)
-    per_task = "the best passing one per task and agent" if cfg.algo.best_of_group else "every passing one"
-    log.warning("--from-traces %s: training on %d trajectories of %d episodes, %s (algo.best_of_group=%s)",
-                path, len(chosen), len(episodes), per_task, str(cfg.algo.best_of_group).lower())
-    return chosen
+    return chosen, counts.metrics()
+
+
+def _heldout_rows(cfg: TrainConfig) -> list[Task]:
+    """The held-out tasks :func:`_heldout_ids` names (``--data``'s whole held-out split, else the
+    tasks evaluated), whose questions key traces without a task id; read again, as the run
+    keeps only their ids."""
+    from tracerl import tasks
+    from tracerl.tasks.data import load_data
+
+    if cfg.data is not None:
+        return load_data(cfg.data)[1]
+    return _eval_spec(cfg, tasks.get(cfg.task)).tasks("test", cfg.eval_size, seed=0) if cfg.eval_size else []
 
 
 def _engine_batches(run: _Run, engine: Any) -> dict[str, float]:
@@ -380,7 +425,8 @@ def _offline_step(run: _Run, step: int) -> dict[str, float]:
     t0 = time.perf_counter()
     update = run.policy.update(sft_rows(chosen))
     return {**update, "time/update_s": time.perf_counter() - t0, "rft/offline_trajectories": float(n),
-            "rft/step_trajectories": float(len(chosen)), "policy/weight_version": float(run.version + 1)}
+            "rft/step_trajectories": float(len(chosen)), "policy/weight_version": float(run.version + 1),
+            **run.offline_counts}
 
 
 def _steps(run: _Run, producer: Producer) -> Iterator[tuple[int, list[Episode], float]]:
@@ -498,6 +544,8 @@ def _evaluated(result: TrainResult, report: EvalReport, when: str) -> None:
         result.accuracy_before, result.reward_before = report.accuracy, report.reward_mean
     else:
         result.accuracy_after, result.reward_after = report.accuracy, report.reward_mean
+    if report.ungraded:
+        result.ungraded[when] = (report.ungraded, len(report.episodes))
     result.accuracy_rule = result.accuracy_rule or report.accuracy_rule
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tracerl.core.errors import require
+from tracerl.core.grading import graded
 from tracerl.core.types import Episode, Step
 
 from .batching import trajectory_reward
@@ -28,16 +29,24 @@ def episode_metrics(episodes: Sequence[Episode], prefix: str = "rollout", reward
     """Reward, accuracy, lengths, token-id health and termination reasons of a set of episodes.
 
     ``{prefix}/judged_by_reward_max`` counts the episodes whose correctness came from the
-    ``reward_max`` rule (their reward gave no ``is_correct``; see :func:`is_correct`)."""
+    ``reward_max`` rule (their reward gave no ``is_correct``; see :func:`is_correct`).
+    Reward and accuracy are over the graded episodes (:func:`~tracerl.core.grading.graded`);
+    ``{prefix}/ungraded`` counts the others, and with none graded the reward and accuracy
+    keys are left out: not measured, never 0."""
     if not episodes:
         return {}
-    rewards = [float(ep.reward) if ep.reward is not None else 0.0 for ep in episodes]
+    judged = [ep for ep in episodes if graded(ep)]
+    rewards = [float(ep.reward) if ep.reward is not None else 0.0 for ep in judged]
     steps = [s for ep in episodes for s in ep.steps]
     lengths = [len(s.response_ids) for s in steps if s.response_ids is not None]
-    out = {
-        f"{prefix}/reward_mean": statistics.fmean(rewards),
-        f"{prefix}/reward_std": statistics.pstdev(rewards),
-        f"{prefix}/accuracy": accuracy(episodes, reward_max),
+    out: dict[str, float] = {}
+    if judged:
+        out[f"{prefix}/reward_mean"] = statistics.fmean(rewards)
+        out[f"{prefix}/reward_std"] = statistics.pstdev(rewards)
+        out[f"{prefix}/accuracy"] = sum(is_correct(ep, reward_max) for ep in judged) / len(judged)
+    if len(judged) < len(episodes):
+        out[f"{prefix}/ungraded"] = float(len(episodes) - len(judged))
+    out |= {
         f"{prefix}/judged_by_reward_max": float(judged_by_reward_max(episodes)),
         f"{prefix}/episodes": float(len(episodes)),
         f"{prefix}/llm_calls_mean": len(steps) / len(episodes),
@@ -101,9 +110,11 @@ def judged_by_reward_max(episodes: Sequence[Episode]) -> int:
     return sum(1 for ep in episodes if ep.is_correct is None and ep.reward is not None)
 
 
-def accuracy(episodes: Sequence[Episode], reward_max: float = 1.0) -> float:
-    """Share of correct episodes (see :func:`is_correct`)."""
-    return sum(is_correct(ep, reward_max) for ep in episodes) / len(episodes) if episodes else 0.0
+def accuracy(episodes: Sequence[Episode], reward_max: float = 1.0) -> float | None:
+    """Share of correct episodes among the graded ones (see :func:`is_correct`); None when
+    none was graded (not measured)."""
+    judged = [ep for ep in episodes if graded(ep)]
+    return sum(is_correct(ep, reward_max) for ep in judged) / len(judged) if judged else None
 
 
 class MetricsLogger:

@@ -31,9 +31,14 @@ class Progress:
         """One line per evaluation (an EvalReport): accuracy, how it was counted, mean reward."""
         if self.console is not None and self.cfg.progress:
             when = "before training" if step == 0 else "after training" if step == self.cfg.steps else f"at step {step}"
+            if report.accuracy is None or report.reward_mean is None:
+                self.console.print(f"held-out accuracy {when}: {report.not_measured()}", soft_wrap=True)
+                return
             rule = f" ({report.accuracy_rule})" if report.accuracy_rule else ""
+            part = (f" of {report.graded_count} graded episodes ({report.ungraded} without a reward)"
+                    if report.ungraded else "")
             tools = "" if report.tool_use is None else f", a tool called in {report.tool_use:.0%} of episodes"
-            self.console.print(f"held-out accuracy {when}: [bold]{report.accuracy:.1%}[/]{rule}  "
+            self.console.print(f"held-out accuracy {when}: [bold]{report.accuracy:.1%}[/]{part}{rule}  "
                                f"(mean reward {report.reward_mean:.3f}{tools})")
 
     def step(self, step: int, metrics: dict[str, float]) -> None:
@@ -52,8 +57,12 @@ class Progress:
 
 def _rollout_status(metrics: dict[str, float]) -> str:
     tools = f"tool use {metrics['rollout/tool_use']:.0%}  " if "rollout/tool_use" in metrics else ""
-    return (f"reward {metrics.get('rollout/reward_mean', 0.0):.3f}  "
-            f"acc {metrics.get('rollout/accuracy', 0.0):.1%}  {tools}"
+    if "rollout/reward_mean" in metrics:
+        graded = (f"reward {metrics['rollout/reward_mean']:.3f}  acc {metrics.get('rollout/accuracy', 0.0):.1%}  "
+                  + (f"({metrics['rollout/ungraded']:.0f} ungraded)  " if "rollout/ungraded" in metrics else ""))
+    else:  # nothing graded the step's episodes: no reward to show, and none is 0
+        graded = "no reward  "
+    return (f"{graded}{tools}"
             f"rollout {metrics.get('time/rollout_s', 0.0):.1f}s update {metrics.get('time/update_s', 0.0):.1f}s")
 
 

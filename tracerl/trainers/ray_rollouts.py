@@ -24,6 +24,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import os
+import socket
 import sys
 import time
 from collections.abc import Sequence
@@ -41,10 +42,55 @@ from tracerl.core.types import Episode, Task, TerminationReason
 
 log = logging.getLogger(__name__)
 GRACE_S = 30.0  # past an episode's own timeout, before its worker counts as hung
+CONNECT_TIMEOUT_S = 30.0  # TrainConfig.ray_connect_timeout_s's default
 
 
 def _ray() -> Any:
     return require("ray", "ray", "ray", "--rollout-workers")
+
+
+def check_address(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """A :class:`ConfigError` within ``timeout_s`` when no Ray cluster answers at ``address``
+    (``HOST:PORT`` of the head's GCS, or ``ray://HOST:PORT`` for Ray Client).
+
+    ``ray.init(address=...)`` never gives up on a GCS that does not answer: its C++ client logs
+    "Failed to connect to GCS ... within 5 seconds" (``RAY_gcs_rpc_server_connect_timeout_s``, a
+    warning, not a limit) and tries again for good (Ray 2.60: over 10 minutes, no exception). A
+    TCP connect to the host Ray dials says the same at once (refused) or within ``timeout_s``.
+    """
+    if address == "auto":
+        return  # Ray finds this machine's cluster by its files, and says at once when there is none
+    host, port = _host_port(address)
+    dialled = host if address.startswith("ray://") else _dialled(host)  # Ray Client dials what it is given
+    where = address if dialled == host else f"{address} (Ray dials it as {dialled}:{port})"
+    try:
+        socket.create_connection((dialled, port), timeout=timeout_s).close()
+    except OSError as exc:
+        why = (f"nothing answered within {timeout_s:g} s" if isinstance(exc, TimeoutError) else
+               f"{host} is not a known host name" if isinstance(exc, socket.gaierror) else
+               f"nothing answered: {exc.strerror or exc}")
+        flag = "--ray-client-server-port" if address.startswith("ray://") else "--port"
+        raise ConfigError(f"--ray-address {where}: no Ray cluster there ({why}); start one on that machine "
+                          f"with `ray start --head {flag} {port}` (docs/scale.md), or pass the address "
+                          "`ray start --head` printed") from None
+
+
+def _host_port(address: str) -> tuple[str, int]:
+    bare = address.removeprefix("ray://")
+    host, _, port = bare.rpartition(":")
+    host = host.strip("[]")  # [::1]:6379
+    if not host or not port.isdigit():
+        raise ConfigError(f"--ray-address {address!r} is not HOST:PORT: pass the head's address as "
+                          "`ray start --head` prints it (e.g. 10.0.0.5:6379), or 'auto' for this machine's cluster")
+    return host, int(port)
+
+
+def _dialled(host: str) -> str:
+    """The host ``ray.init`` connects to for ``host``: in its multi-node mode (Linux's default) it
+    replaces a loopback name by the address other machines reach this one by."""
+    if host not in ("localhost", "127.0.0.1", "::1"):  # Ray's own test (services.resolve_ip_for_localhost)
+        return host
+    return str(_ray().util.get_node_ip_address())
 
 
 class _Worker:
@@ -92,8 +138,11 @@ class RayAgent:
     is_async = False
 
     def __init__(self, spec: str, workers: int, *, gateway_url: str, store: SpanStore, concurrency: int,
-                 address: str | None = None, timeout_s: float | None = None):
-        if address is None and "ray" not in sys.modules:
+                 address: str | None = None, timeout_s: float | None = None,
+                 connect_timeout_s: float = CONNECT_TIMEOUT_S):
+        if address is not None:
+            check_address(address, connect_timeout_s)
+        elif "ray" not in sys.modules:
             # A cluster of this machine for this run listens on 127.0.0.1 only: Ray reads this at
             # import, and by default it binds every interface (its "multi-node" mode).
             os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
@@ -104,7 +153,10 @@ class RayAgent:
                 ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False,
                          object_store_memory=100 * 2**20)
             else:
-                ray.init(address=address, log_to_driver=False)
+                try:
+                    ray.init(address=address, log_to_driver=False)
+                except ConnectionError as exc:  # 'auto' and no cluster on this machine: Ray's own line
+                    raise ConfigError(f"--ray-address {address}: {exc}") from None
         self.spec, self.store, self.timeout_s = spec, store, timeout_s
         # episodes are assembled (their spans awaited) and graded here, as many at once as the
         # threaded path runs: a reward function that calls a judge takes seconds an episode

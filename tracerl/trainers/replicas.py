@@ -9,9 +9,10 @@ it serves them: the barrier by which one step's rollouts see one weight version.
 therefore never overlap the update here (``async_staleness`` 0).
 
 Before the first rollout :meth:`Replicas.check` asks each replica's ``/health`` whether it is
-up, takes weights, serves the model the agents ask for and writes this run's store (by the
-store's id, whatever path or URL names it): a replica writing elsewhere would make every
-episode one without LLM calls, found only after the run.
+up, takes the run's API key (``rollout.api_key``: ``/health`` needs none, ``/v1/models`` does),
+takes weights, serves the model the agents ask for and writes this run's store (by the store's
+id, whatever path or URL names it): a replica writing elsewhere would make every episode one
+without LLM calls, found only after the run.
 """
 
 from __future__ import annotations
@@ -53,6 +54,11 @@ class Replicas:
             except (httpx.HTTPError, ValueError) as exc:
                 raise ConfigError(f"--gateway {url}: no tracerl gateway answers there ({type(exc).__name__}: "
                                   f"{exc}); start one with `{START}`") from exc
+            self._check_key(url)
+            if health.get("status") == "degraded":
+                why = (health.get("store") or {}).get("error")
+                raise ConfigError(f"--gateway {url} cannot reach its span store ({why}), so nothing it serves "
+                                  "would be recorded: start the store (or fix the gateway's --store) and run again")
             if not health.get("accepts_weights"):
                 raise ConfigError(f"--gateway {url} takes no weights, so it would serve the same model all run: "
                                   f"restart it with `{START}`")
@@ -65,6 +71,27 @@ class Replicas:
                                   f"for {self.model!r}: start it with --name {self.model}, or "
                                   f"--set rollout.model={health.get('model')}")
         self.weight_version = 0
+
+    def _check_key(self, url: str) -> None:
+        """One line when ``url`` refuses the run's key (its ``/health`` needs none, so ask a route that
+        does): else the first sign would be the weights' 401 after the first step."""
+        import httpx
+
+        from tracerl.core.rollout import RolloutSettings
+
+        try:
+            answer = httpx.get(f"{url}/v1/models", headers=self.headers, timeout=10.0)
+        except httpx.HTTPError as exc:
+            raise ConfigError(f"--gateway {url}: its /health answered but /v1/models did not ({type(exc).__name__}: "
+                              f"{exc}); is it a tracerl gateway? start one with `{START}`") from exc
+        if answer.status_code != 401:
+            return
+        given = self.headers.get("Authorization", "").removeprefix("Bearer ")
+        if given in ("", RolloutSettings.model_fields["api_key"].default):
+            raise ConfigError(f"--gateway {url} needs an API key (it was started with --api-key) and the run has "
+                              "none (rollout.api_key is unset): set --set rollout.api_key=KEY, the gateway's --api-key")
+        raise ConfigError(f"--gateway {url} refused the run's API key (rollout.api_key): set --set "
+                          "rollout.api_key=KEY to the key the gateway was started with (its --api-key)")
 
     def update_weights(self, state_dict: dict[str, Any], version: int) -> None:
         """Send the weights to every replica at once; return when all serve ``version``."""

@@ -1,7 +1,8 @@
 """Running the user's agent: G rollouts per task, concurrently, each one session = one episode.
 
 The agent is any rollout function (``@tracerl.rollout``, sync or async, any framework);
-a plain ``fn(task, config)`` is wrapped. It never raises here: errors and timeouts come
+a plain ``fn(task, config)`` is wrapped, and so is an app's own function (``run(question)``),
+its inputs mapped from the task (:func:`load_agent`). It never raises here: errors and timeouts come
 back as episodes with a termination reason (tracerl.core.rollout).
 """
 
@@ -20,6 +21,8 @@ from tracerl.core.rollout import RolloutSettings
 from tracerl.core.rollout_fn import RolloutFunction, rollout
 from tracerl.core.semconv import EPISODE_KIND
 from tracerl.core.types import Episode, Task, TerminationReason
+
+from .app_function import app_function, takes_task_first
 
 
 class RemoteRollouts(Protocol):
@@ -40,9 +43,50 @@ Agent = RolloutFunction | RemoteRollouts
 
 
 def load_agent(spec: str) -> RolloutFunction:
-    """``package.module:fn`` or ``path/to/file.py:fn`` -> a rollout function."""
+    """``package.module:fn`` or ``path/to/file.py:fn`` -> a rollout function.
+
+    What the function is given, by its signature (decided here, once):
+
+    * ``@tracerl.rollout``, or ``fn(task, config)`` (its first parameter named ``task`` or
+      annotated ``Task``, a second for the :class:`~tracerl.RolloutContext`): called so.
+    * Anything else is the app's own function, ``run(question)`` say, and each parameter is
+      given by name: ``task`` the Task, ``config`` the RolloutContext, any other the task's
+      column of that name (``task.data[name]``, after ``data.columns`` renamed the file's
+      columns); a function of one input named after no column gets the task's question (its
+      ``question``, else ``prompt``, else ``input`` column). A parameter with a default keeps it
+      when the task lacks the column; a required one the task lacks stops the run before any
+      rollout, in one line naming the function, the parameter and the task's columns. Async
+      functions alike.
+
+    What it returns is the reply the reward grades, as a rollout function's return: a string
+    (``{"answer": text}`` for ``--reward``), a dict of artifacts, or its own float reward.
+
+    Its LLM calls land in the episode when the app builds its client while it runs, from the
+    environment or with ``base_url=os.environ["OPENAI_BASE_URL"]`` (``OpenAI()``, ``AsyncOpenAI()``,
+    ``Anthropic()``, LiteLLM's ``openai/`` models): during the call ``OPENAI_BASE_URL`` /
+    ``ANTHROPIC_BASE_URL`` and their ``*_API_KEY`` name the run's gateway, and each HTTP call
+    carries the episode id in W3C baggage, which the gateway files it under. A client built at
+    import, before the run's gateway existed, keeps the URL it read then: its calls miss the
+    episode (``no_llm_calls``). The model name it sends must be one the gateway serves
+    (``tracerl eval --model-name NAME``, ``tracerl train --set rollout.model=NAME``). Its calls are
+    not seeded per episode (a seed rides in a session URL), and with several ``--gateway``
+    replicas it needs ``config``: the environment names one gateway. See docs/training.md.
+    """
     fn = load_callable(spec, "agent")
-    return fn if isinstance(fn, RolloutFunction) else rollout(fn)
+    if isinstance(fn, RolloutFunction):
+        return fn
+    if takes_task_first(fn):
+        return rollout(fn)
+    return rollout(app_function(fn, spec))
+
+
+def check_agent(agent: Any, tasks: Sequence[Task]) -> None:
+    """Preflight: an app function (see :func:`load_agent`) whose inputs ``tasks`` lack raises
+    its ConfigError here, before any rollout; anything else passes."""
+    check = getattr(getattr(agent, "fn", None), "check_task", None)
+    if check is not None:
+        for task in tasks:
+            check(task)
 
 
 def task_reward(spec: str | None, options: dict[str, Any], task: Any) -> Any:

@@ -18,7 +18,7 @@ const TERMINATIONS = ["success", "truncated", "max_turns", "timeout", "error", "
 const CAUSES = {agent_error: "agent exception", timeout: "timeout", cancelled: "cancelled", grading_error: "grading error",
   missing_token_ids: "missing token ids", no_llm_calls: "no LLM calls", tool_error: "tool error",
   truncated: "truncated at max tokens", max_turns: "max turns", format: "no answer extracted (format)",
-  wrong_answer: "wrong answer"};
+  no_reward: "no reward (nothing graded it)", wrong_answer: "wrong answer"};
 const STEP_TICKS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000];
 const state = {runs: [], shown: [], focus: null, metrics: {}, charts: [], detail: null};
 // a flat series gets a little room around it instead of uPlot's 0..100
@@ -91,8 +91,12 @@ function renderSummary() {
   const r = state.runs.find((x) => x.name === state.focus);
   if (!r) return;
   const rule = r.accuracy_rule ? ` (${r.accuracy_rule})` : "";
-  const reward = (x) => (x === null || x === undefined ? "–" : x.toFixed(3));
-  $("#summary").textContent = `${r.task} · ${r.algo || ""} · step ${r.steps_done}/${r.steps} · accuracy ${pct(r.accuracy_before)} → ${pct(r.accuracy_after)}${rule} · mean reward ${reward(r.reward_before)} → ${reward(r.reward_after)}`;
+  // an evaluation that nothing graded says so: "no reward", never a 0 % it did not measure
+  const none = (ungraded) => (ungraded ? "no reward" : "–");
+  const reward = (x, ungraded) => (x === null || x === undefined ? none(ungraded) : x.toFixed(3));
+  const acc = (x, ungraded) => (x === null || x === undefined ? none(ungraded)
+    : pct(x) + (ungraded ? ` (${ungraded} ungraded)` : ""));
+  $("#summary").textContent = `${r.task} · ${r.algo || ""} · step ${r.steps_done}/${r.steps} · accuracy ${acc(r.accuracy_before, r.ungraded_before)} → ${acc(r.accuracy_after, r.ungraded_after)}${rule} · mean reward ${reward(r.reward_before, r.ungraded_before)} → ${reward(r.reward_after, r.ungraded_after)}`;
 }
 
 async function toggleRun(name, on) {
