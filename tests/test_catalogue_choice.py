@@ -43,7 +43,7 @@ def _task(name: str, row: dict) -> Task:
     "The answer is (C).", "so the answer is C", "Answer: C", "ANSWER: (C)", "\\boxed{C}",
     "The final answer is $\\boxed{\\text{C}}$.", "**Answer:** $\\boxed{C}$", "Hence **C**",
     "Therefore **(C)**.", "**The answer is (C).**", "The correct answer is option C.",
-    "The answer is (A)... no, wait. The answer is (C).",  # the last answer counts
+    "<think>The answer is (A)... no, wait.</think> The answer is (C).",  # reasoning is not an answer
     "The answer is (C), I believe.", "The answer is (C).\n\nI hope this helps.",
     "Answer: C\nBecause oxygen is needed.", "The answer is (C) (C)",
 ])
@@ -57,6 +57,10 @@ def test_final_letter_reads_the_forms_models_write(reply):
     "The answer is (A) or (B).", "Answer: A, C", "Answer: A or C", "The answer is A/B",
     "\\boxed{A} or \\boxed{C}", "**A** or **C**", "The answer is (C). (D) is also defensible.",
     "The answer is (C) and not (A)",
+    # several different answers, however they are spaced: 0, whichever comes last
+    "The answer is (A)... no, wait. The answer is (C).",
+    "The answer is A. The answer is B. The answer is C. The answer is D.",
+    "Answer: A\n\nAnswer: C", "\\boxed{A}\n\nLet me check again.\n\n\\boxed{C}",
 ])
 def test_final_letter_refuses_no_answer_and_two_letters(reply):
     assert final_letter(reply) is None
@@ -88,7 +92,8 @@ def test_each_set_scores_its_letter_in_every_form_and_nothing_else(name):
             assert not bench.is_correct(task, f"The answer is ({wrong})."), (task.id, wrong)
             assert not bench.is_correct(task, f"The answer is ({right}) or ({wrong})."), (task.id, wrong)
             assert not bench.is_correct(task, f"The answer is ({right}). Wait, the answer is ({wrong}).")
-            assert bench.is_correct(task, f"The answer is ({wrong}). Wait, the answer is ({right}).")
+            assert not bench.is_correct(task, f"The answer is ({wrong}). Wait, the answer is ({right}).")
+            assert bench.is_correct(task, f"<think>({wrong})? No.</think>The answer is ({right}).")
         outside = LETTERS[len(options)]
         assert not bench.is_correct(task, f"The answer is ({right}). No: the answer is ({outside}).")
         assert not bench.is_correct(task, options[gold])  # the option's text is not a letter answer

@@ -275,3 +275,22 @@ class TestCase(unittest.TestCase):
 def test_pytest_runner_covers_parametrize_fixtures_marks_and_unittest(code, ok):
     result = code_grader.run_tests(code_grader.pytest_program(code, PYTEST_FILE))
     assert result.ok is ok, result.reason
+
+
+@pytest.mark.parametrize("row_change", [{"entry_point": None}, {"entry_point": "drop"}])
+def test_a_humaneval_row_without_entry_point_is_one_line_naming_the_file_and_the_column(tmp_path, capsys, row_change):
+    import json
+
+    from tracerl.cli.main import main
+
+    rows = [json.loads(line) for line in (DATA / "humaneval" / "test.jsonl").read_text().splitlines()]
+    broken = {**rows[1], **row_change}
+    if broken["entry_point"] == "drop":
+        del broken["entry_point"]
+    (tmp_path / "humaneval").mkdir()
+    file = tmp_path / "humaneval" / "test.jsonl"
+    file.write_text("".join(json.dumps(r) + "\n" for r in [rows[0], broken]))
+    assert main(["tasks", "check", "humaneval", "--path", str(tmp_path)]) == 1
+    said = capsys.readouterr().err.strip().splitlines()[-1]  # after datasets' progress bar
+    assert said == (f"tracerl: error: humaneval: {file}: column 'entry_point' is null or missing in row 2 (of 2); "
+                    "the loader needs it in every row: fill it or drop the row")

@@ -90,4 +90,13 @@ def test_tasks_dedup_prints_the_overlaps(capsys):
     out = capsys.readouterr().out
     assert "deepscaler train:" in out and "aime test problems (dropped when loading" in out
     assert main(["tasks", "dedup", "--path", str(DATA), "--after"]) == 0
-    assert "no train row of the catalogue is a test problem" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "no train row is a test problem: compared" in out and "test problems of" in out
+
+
+def test_tasks_dedup_says_it_checked_nothing_when_no_data_is_reachable(capsys, tmp_path):
+    from tracerl.cli.main import main
+
+    assert main(["tasks", "dedup", "--path", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "nothing checked: 0 train rows" in out and "no train row is a test problem" not in out

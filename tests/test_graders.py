@@ -136,7 +136,6 @@ MATH_EQUAL = [
     (r"-\frac{1}{2}", "-0.5"), ("1234", "1,234"), ("x^2+2x+1", "(x+1)^2"), ("1024", "2^{10}"),
     (r"\frac{14}{3}", r"The final answer is $\frac{14}{3}$. I hope it is correct."),
     ("12", "10 + 2"),  # an unevaluated expression equal to the reference counts (use numeric to forbid)
-    ("12", "13 or 12"),  # the last answer wins
     # units are dropped, by math-verify's normalisation (documented in make_math)
     ("5", "5 cm"), ("5", r"5\text{ cm}"), ("5", r"\boxed{5 \text{ cm}}"), ("12", "12 apples"),
 ]
@@ -144,6 +143,12 @@ MATH_NOT_EQUAL = [
     ("12", GAMED), ("-3", "3"), ("2", r"2\sqrt{2}"), ("2", r"The answer is 2\sqrt{2}"), ("1/3", "0.33"),
     ("(1,2)", "(2,1)"), ("12", "12 or 13"), ("12", r"\boxed{12} \boxed{13}"), ("10", "2^{10}"), ("12", ""),
     ("12", "I don't know"),
+    # several different final answers score 0, whichever comes last (docs/benchmarks.md)
+    ("12", "13 or 12"), ("12", "either 13 or 12"), ("12", r"\boxed{13} \boxed{12}"),
+    ("12", "The answer is 13. The answer is 12."), ("12", "The answer is 12. The answer is 13."),
+    ("12", r"\boxed{12}. Final answer: 13"), ("12", "I think 13, maybe 12"),
+    ("12", "Step 1: 3 + 4 = 7.\nStep 2: 7 + 5 = 12"),  # no marked answer: math-verify would pick the last
+    ("12", '{"question": "x", "answer": "so\\n#### 12"}'), ("12", '{"solution": "\\\\boxed{12}"}'),
 ]
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from tracerl import tasks
 from tracerl.core.types import Task
-from tracerl.tasks.graders.code import extract_code, humaneval_program, mbpp_program
+from tracerl.tasks.graders.code import extract_code, humaneval_program, mbpp_program, run_tests
 from tracerl.tasks.sandbox import Limits, netns_available, run_python
 
 FAST = Limits(timeout_s=2.0, memory_mb=256)
@@ -76,9 +76,9 @@ def test_humaneval_and_mbpp_programs():
             "test": "def check(candidate):\n    assert candidate([1, 2]) == 3\n", "entry_point": "total"}
     whole = humaneval_program(data, "def total(xs):\n    return sum(xs)\n")
     body = humaneval_program(data, "    return sum(xs)\n")
-    assert run_python(whole, FAST).ok and run_python(body, FAST).ok
-    assert not run_python(humaneval_program(data, "    return 0\n"), FAST).ok
+    assert run_tests(whole, FAST).ok and run_tests(body, FAST).ok
+    assert not run_tests(humaneval_program(data, "    return 0\n"), FAST).ok
     mbpp = {"test_list": ["assert sq(3) == 9"], "test_setup_code": ""}
-    assert run_python(mbpp_program(mbpp, "def sq(n):\n    return n * n"), FAST).ok
+    assert run_tests(mbpp_program(mbpp, "def sq(n):\n    return n * n"), FAST).ok
     assert extract_code("Here:\n```python\nx = 1\n```\nand\n```py\ny = 2\n```") == "y = 2\n"
     assert extract_code("x = 3") == "x = 3" and extract_code(None) == ""

@@ -143,18 +143,53 @@ def show(
         print(f"    [{message['role']}] " + cut.replace("\n", "\n      "))
 
 
+def _check_terminal(spec: Any, split: str | None, n: int, path: str | None) -> None:
+    """Every terminal task's solution.sh must pass its test.sh, and doing nothing must not (as
+    Terminal-Bench checks its tasks); ``path`` checks a folder of task folders of your own."""
+    from tracerl.tasks.terminal import _split_of, read_tasks
+    from tracerl.tasks.terminal.environment import check as check_task
+
+    found = read_tasks(path) if path else spec.source.all()
+    found = [t for t in found if split is None or _split_of(t) == split][:n]
+    bad = []
+    for task in found:
+        if task.script("solution.sh") is None:
+            bad.append(f"{task.name}: no solution.sh to check its test.sh against")
+            continue
+        solved, idle = check_task(task)
+        if not solved:
+            bad.append(f"{task.name}: test.sh fails after solution.sh")
+        if idle:
+            bad.append(f"{task.name}: test.sh passes after doing nothing")
+    where = path or spec.name
+    print(f"{where}{f' {split}' if split else ''}: {len(found)} tasks; {len(found) - len({b.split(':')[0] for b in bad})}"
+          " solved by their solution.sh and not by doing nothing" + (f", {len(bad)} problems:" if bad else ""))
+    for line in bad:
+        print(f"  {line}")
+    if bad:
+        raise typer.Exit(1)
+
+
 @app.command("check")
 def check(
-    name: Annotated[str, typer.Argument(help="a catalogue benchmark")],
-    split: Annotated[str, typer.Option(help="train or test")] = "test",
+    name: Annotated[str, typer.Argument(help="a catalogue benchmark or a terminal task set")],
+    split: Annotated[str | None, typer.Option(
+        help="train or test (default: test for a benchmark, every task for terminal tasks)")] = None,
     n: Annotated[int, typer.Option(min=1, help="at most this many rows")] = 100_000,
     path: PathOption = None,
 ) -> None:
     """Grade each row's reference solution: every row a grader cannot score 1 is a broken row
-    (or a grader bug), named with its id. Exit 1 when any is."""
+    (or a grader bug), named with its id; a terminal task's solution.sh must pass its tests and
+    doing nothing must not. Exit 1 when any fails."""
     from tracerl.core.errors import ConfigError
 
     spec = _spec(name)
+    if split not in (None, "train", "test"):
+        raise ConfigError(f"--split {split!r}: choose train or test")
+    if spec.domain == "terminal":
+        _check_terminal(spec, split, n, path)
+        return
+    split = split or "test"
     if not hasattr(spec.source, "solution"):
         raise ConfigError(f"{name} is not a catalogue benchmark; check runs on those (tracerl tasks list)")
     rows = spec.source.rows(split, path)[:n]
@@ -183,17 +218,25 @@ def dedup(
     """Train rows of the catalogue that are test problems of any catalogue benchmark."""
     from collections import Counter
 
-    from tracerl.tasks.dedup import catalogue_overlaps
+    from tracerl.tasks.dedup import check_catalogue
 
-    found, missing = catalogue_overlaps(path or os.environ.get("TRACERL_DATA_DIR"), after_dedup=after)
+    checked = check_catalogue(path or os.environ.get("TRACERL_DATA_DIR"), after_dedup=after)
+    found, missing = checked.found, checked.missing
     pairs = Counter((o.train, o.test, o.dropped) for o in found)
     for (train, test, dropped), count in sorted(pairs.items()):
         note = "dropped when loading" if dropped else "kept: another domain, drop it yourself"
         example = next(o for o in found if (o.train, o.test) == (train, test))
         print(f"{train} train: {count} rows are {test} test problems ({note}; e.g. {example.train_id} = "
               f"{example.test_id})")
-    if not pairs:
-        print("no train row of the catalogue is a test problem of another benchmark"
-              + (" (after the loaders' dedup)" if after else ""))
+    rows, problems = sum(checked.train_rows.values()), sum(checked.test_problems.values())
+    compared = (f"{rows:,} train rows of {len(checked.train_rows)} benchmarks against {problems:,} test problems "
+                f"of {len(checked.test_problems)} benchmarks" + (" (after the loaders' dedup)" if after else ""))
+    if not rows or not problems:
+        print(f"nothing checked: {compared}; no data reachable here (pass --path or set TRACERL_DATA_DIR to a "
+              "folder with the benchmarks' NAME/train and NAME/test files, or fill the HF cache)")
+    elif not pairs:
+        print(f"no train row is a test problem: compared {compared}")
+    else:
+        print(f"compared {compared}")
     if missing:
         print(f"not checked (data not reachable here): {', '.join(missing)}")

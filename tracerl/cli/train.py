@@ -26,6 +26,31 @@ RewardMaxOption = Annotated[float | None, typer.Option(
     "reward reaches this (default 1)")]
 TaskArgument = Annotated[str | None, typer.Argument(
     help="task name (tracerl tasks list; default arithmetic); leave it out with --data", show_default=False)]
+AllowUnsandboxedOption = Annotated[bool, typer.Option(
+    "--allow-unsandboxed", help="run code and terminal tasks where bubblewrap does not: the model's programs and "
+    "commands then run on this machine as you (TRACERL_ALLOW_UNSANDBOXED=1)")]
+
+
+def _look_up(task: str | None, agent: str | None, reward: str | None, allow_unsandboxed: bool,
+             *more: str | None) -> None:
+    """Import ``agent`` first (its module may register the task), then look up ``task`` and
+    ``more`` (an eval task): an unknown name is one line here, a dry run included. A code or
+    terminal task (or ``--reward code``) where bubblewrap does not run is refused unless
+    ``allow_unsandboxed``, which the sandboxes read from the environment."""
+    from tracerl import tasks
+    from tracerl.tasks.terminal.environment import ALLOW_UNSANDBOXED_ENV, refuse_unsandboxed
+    from tracerl.trainers.rollouts import load_agent
+
+    if allow_unsandboxed:
+        os.environ[ALLOW_UNSANDBOXED_ENV] = "1"
+    if agent:
+        load_agent(agent)
+    specs = [tasks.get(name) for name in (task, *more) if name is not None and name != "data"]
+    for spec in specs:
+        if spec.domain in ("code", "terminal"):
+            refuse_unsandboxed(f"{spec.name} ({spec.domain} task)")
+    if reward == "code":
+        refuse_unsandboxed("--reward code")
 
 
 def _data_overrides(task: str | None, data: str | None, eval_data: str | None, holdout: float | None
@@ -97,6 +122,7 @@ def train(
         "--set", help="any setting as dotted.key=value (value in JSON or plain text), repeatable")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the resolved config and exit")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", help="no progress bar")] = False,
+    allow_unsandboxed: AllowUnsandboxedOption = False,
 ) -> None:
     """Train TASK's agent with RL on the policy served by tracerl's gateway.
 
@@ -132,6 +158,7 @@ def train(
     for item in set_ or []:
         _set_dotted(overrides, item)
     cfg = TrainConfig.load(config, overrides)
+    _look_up(None if cfg.data is not None else cfg.task, cfg.agent, cfg.reward, allow_unsandboxed, cfg.eval_task)
     if dry_run:
         typer.echo(json.dumps(cfg.model_dump(mode="json"), indent=2))
         return
@@ -292,6 +319,7 @@ def evaluate(
         min=1, help="seconds an episode may take, waiting for the model included (default: the app's own "
         "@tracerl.rollout(timeout_s=...), else 300): raise it for a large model on a CPU, where --concurrency "
         "episodes share one engine", show_default=False)] = None,
+    allow_unsandboxed: AllowUnsandboxedOption = False,
 ) -> None:
     """Evaluate an agent on TASK: accuracy and pass@k with 95% intervals, termination reasons."""
     import os
@@ -327,6 +355,7 @@ def evaluate(
         from tracerl.tasks.data import DataConfig
 
         data_cfg = DataConfig.model_validate(extra["data"])
+    _look_up(None if data_cfg is not None else task, agent, reward, allow_unsandboxed)
     report = run_eval_command(task, settings, agent=agent, model=model, external=base_url is not None, n=n,
                               ks=pass_k or [], concurrency=concurrency, max_examples=max_examples, split=split,
                               seed=seed, output=output, litellm_model=litellm_model, data=data_cfg,

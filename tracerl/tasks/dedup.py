@@ -25,7 +25,7 @@ import re
 import unicodedata
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tracerl.core.errors import ConfigError
@@ -168,26 +168,46 @@ class Overlap:
     dropped: bool  # whether loading ``train`` drops it (same domain)
 
 
-def catalogue_overlaps(path: str | os.PathLike[str] | None = None, names: Iterable[str] | None = None,
-                       after_dedup: bool = False) -> tuple[list[Overlap], list[str]]:
+@dataclass
+class Checked:
+    """What :func:`check_catalogue` compared: the overlaps it found, the benchmarks whose rows could
+    not be loaded, and the rows it did compare (train rows and test problems per benchmark)."""
+
+    found: list[Overlap] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    train_rows: dict[str, int] = field(default_factory=dict)
+    test_problems: dict[str, int] = field(default_factory=dict)
+
+
+def check_catalogue(path: str | os.PathLike[str] | None = None, names: Iterable[str] | None = None,
+                    after_dedup: bool = False) -> Checked:
     """Every train row of the catalogue (or of ``names``) that is a test problem of any catalogue
-    benchmark, and the benchmarks whose rows could not be loaded. ``after_dedup``: check the train
-    rows as a run gets them (same-domain copies already dropped)."""
+    benchmark, with what was compared and what could not be loaded. ``after_dedup``: check the
+    train rows as a run gets them (same-domain copies already dropped)."""
     benches = _catalogue()
     index, missing = _test_index(benches, path)
+    out = Checked(missing=missing, test_problems=dict(Counter(p.benchmark for p in index.problems)))
     wanted = set(names) if names is not None else None
     domains = {bench.name: bench.domain for bench in benches}
-    found: list[Overlap] = []
     for bench in benches:
         if "train" not in bench.splits or (wanted is not None and bench.name not in wanted):
             continue
         try:
             rows = bench.rows("train", path, dedup=after_dedup)
         except ConfigError:
-            missing.append(bench.name)
+            out.missing.append(bench.name)
             continue
+        out.train_rows[bench.name] = len(rows)
         for row in rows:
             for hit in index.find(normalize(bench.problem_text(row))):
-                found.append(Overlap(bench.name, bench.row_id(row), hit.benchmark, hit.row_id,
-                                     domains.get(hit.benchmark) == bench.domain))
-    return found, sorted(set(missing))
+                out.found.append(Overlap(bench.name, bench.row_id(row), hit.benchmark, hit.row_id,
+                                         domains.get(hit.benchmark) == bench.domain))
+    out.missing = sorted(set(out.missing))
+    return out
+
+
+def catalogue_overlaps(path: str | os.PathLike[str] | None = None, names: Iterable[str] | None = None,
+                       after_dedup: bool = False) -> tuple[list[Overlap], list[str]]:
+    """:func:`check_catalogue`'s overlaps and the benchmarks it could not load."""
+    checked = check_catalogue(path, names, after_dedup)
+    return checked.found, checked.missing

@@ -6,14 +6,16 @@ HellaSwag's activity and opening, SciQ's support paragraph), then one option per
 come from the item's own option count (MMLU-Pro has up to ten, TruthfulQA MC1 two to thirteen,
 ARC three to five); ARC's digit labels "1".."4" are shown as A..D too.
 
-Grading (:func:`final_letter`) reads the LAST letter answer of the reply, in the forms models
-write: "The answer is (C)" / "answer is C" / "Answer: C" (MMLU-Pro's official patterns, with
-markdown and "option" allowed between), "\boxed{C}", and a "**C**" that closes the reply; the
-reply is correct when that letter is the correct option's (exact match, as MMLU-Pro, lm-eval's
-generative tasks and simple-evals do). It is wrong when it names two letters at the end ("The
-answer is (A) or (B)", "\boxed{A} or \boxed{C}", "Answer: A, C", a different "(B)" after the
-answer), when its letter is outside the item's options (E on a four-option item), and when it
-has no answer in those forms. Two deliberate departures from MMLU-Pro's script: no last fallback
+Grading (:func:`final_letter`) reads every letter answer of the reply (after its last
+``</think>``), in the forms models write: "The answer is (C)" / "answer is C" / "Answer: C"
+(MMLU-Pro's official patterns, with markdown and "option" allowed between), "\boxed{C}", and a
+"**C**" that closes the reply; the reply is correct when they all name one letter and it is the
+correct option's (exact match, as MMLU-Pro, lm-eval's generative tasks and simple-evals do).
+**A reply that states several different answers scores 0**, whichever is right: "The answer is
+A. The answer is B.", "The answer is (A) or (B)", "\boxed{A} or \boxed{C}", "Answer: A, C", a
+different "(B)" after the answer (MMLU-Pro's script takes the first match, simple-evals the
+last; both reward listing every letter). It is also wrong when its letter is outside the item's
+options (E on a four-option item), and when it has no answer in those forms. Two deliberate departures from MMLU-Pro's script: no last fallback
 to "any standalone capital letter" (it reads the pronoun "I" as option I), and no random letter
 substituted for a reply without an answer: such a reply is wrong. Letters are capitals only
 ("the answer is a ..." is an article).
@@ -42,8 +44,9 @@ from ..loaders import Hub
 LETTERS = string.ascii_uppercase
 CHOICE_PROMPT = ("Answer the multiple choice question. Think step by step, then end your reply with "
                  "\"The answer is (X).\" where X is the letter of the correct option.")
-CHOICE_GRADER = ("the last letter answer (\"The answer is (C)\", \"Answer: C\", \\boxed{C}, a closing **C**) "
-                 "equals the correct option's letter; two letters, a letter outside the options or none score 0")
+CHOICE_GRADER = ("the letter answer (\"The answer is (C)\", \"Answer: C\", \\boxed{C}, a closing **C**) "
+                 "equals the correct option's letter; two different letters anywhere, a letter outside the "
+                 "options or none score 0")
 
 # Markdown, "$" and a box may sit between "answer is" and the letter: "**Answer:** $\boxed{C}$".
 # No two neighbouring parts can match the same characters: a reply of spaces stays linear.
@@ -63,12 +66,13 @@ _JOINED_BEFORE = re.compile(r"(?<![A-Za-z0-9])([A-Z])\s*(?:\)|\}|\*\*)?\s*" + _J
 
 
 def final_letter(text: str | None) -> str | None:
-    """The option letter ``text`` ends on (see the module docstring); None when the reply has no
-    answer in the accepted forms or names two different letters at the end."""
+    """The option letter ``text`` answers (see the module docstring); None when the reply has no
+    answer in the accepted forms or states two different letters."""
     if not text:
         return None
+    text = text.rsplit("</think>", 1)[-1]
     found = [(m.start(1), m.start(), m.end(), m.group(1)) for form in _FORMS for m in form.finditer(text)]
-    if not found:
+    if len({letter for *_where, letter in found}) != 1:  # none, or several different answers
         return None
     _pos, start, end, letter = max(found)
     others = {m.group(1) for m in _NAMED_AFTER.finditer(text, end)}

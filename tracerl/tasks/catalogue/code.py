@@ -2,9 +2,10 @@
 (HumanEval+, MBPP+) and KodCode. The stdin/stdout and call-based sets (LiveCodeBench, APPS,
 CodeContests, DeepCoder) are in :mod:`.code_io`.
 
-Every grader runs the reply's code (the last fenced block, else the whole reply) with the
-dataset's own tests in the sandbox (:mod:`tracerl.tasks.sandbox`, programs built by
-:mod:`tracerl.tasks.graders.code`). The reward is 1.0 if every test passes, else 0.0;
+Every grader runs the reply's code (the last fenced block, else the whole reply) in one
+sandboxed process and the dataset's own tests in another, which calls the reply's functions
+through proxies and alone decides (:mod:`tracerl.tasks.graders.code`; ARCHITECTURE "The
+verdict lives outside the reply"). The reward is 1.0 if every test passes, else 0.0;
 :meth:`CodeBenchmark.grade` also gives the sandbox's reason ("timeout after 10.0 s", ...).
 A reply with no code scores 0 without running.
 """
@@ -19,14 +20,16 @@ from tracerl.core.types import Task
 
 from ..benchmarks import Benchmark
 from ..graders.code import (
+    Split,
     extract_code,
     humaneval_program,
     mbpp_program,
     mbppplus_program,
     pytest_program,
+    run_tests,
 )
 from ..loaders import Hub
-from ..sandbox import Limits, SandboxResult, run_python
+from ..sandbox import Limits, SandboxResult
 
 CODE_PROMPT = "Write Python code. Reply with the complete code in one ```python code block."
 # evalplus codegen's instruction for chat models (evalplus/provider/utility.py)
@@ -43,14 +46,14 @@ _CACHE_SIZE = 512
 _results: OrderedDict[str, SandboxResult] = OrderedDict()
 
 
-def run_cached(program: str, limits: Limits) -> SandboxResult:
+def run_cached(program: Split, limits: Limits) -> SandboxResult:
     """Run ``program`` once: reward() and is_correct() of one reply would run it twice. Keyed
     by a digest, so the cache does not hold the programs (some carry MBs of tests)."""
-    key = hashlib.sha256(f"{limits!r}\0{program}".encode()).hexdigest()
+    key = hashlib.sha256(f"{limits!r}\0{program.reply}\0{program.tests}".encode()).hexdigest()
     if key in _results:
         _results.move_to_end(key)
         return _results[key]
-    result = _results[key] = run_python(program, limits)
+    result = _results[key] = run_tests(program, limits)
     if len(_results) > _CACHE_SIZE:
         _results.popitem(last=False)
     return result
@@ -66,8 +69,9 @@ class CodeBenchmark(Benchmark):
     grader = "the reply's code runs the dataset's tests in the sandbox; 1 when all pass"
     tool_names = ()
 
-    def program(self, task: Task, code: str) -> str | None:
-        """The reply's ``code`` with the task's tests; None when the task has no usable tests."""
+    def program(self, task: Task, code: str) -> Split | None:
+        """The reply's ``code`` and the task's tests as a graded run's two sides; None when the
+        task has no usable tests."""
         raise NotImplementedError
 
     def limits(self, task: Task) -> Limits:
@@ -108,7 +112,7 @@ class HumanEval(CodeBenchmark):
         ask = f"Complete this function:\n```python\n{task.data['prompt']}```"
         return [{"role": "system", "content": CODE_PROMPT}, {"role": "user", "content": ask}]
 
-    def program(self, task: Task, code: str) -> str | None:
+    def program(self, task: Task, code: str) -> Split | None:
         return humaneval_program(task.data, code)
 
 
@@ -146,7 +150,7 @@ class MBPP(CodeBenchmark):
         ask = f"{task.data['text']}\nYour code should pass these tests:\n{tests}"
         return [{"role": "system", "content": CODE_PROMPT}, {"role": "user", "content": ask}]
 
-    def program(self, task: Task, code: str) -> str | None:
+    def program(self, task: Task, code: str) -> Split | None:
         return mbpp_program(task.data, code)
 
 
@@ -172,7 +176,7 @@ class MBPPPlus(CodeBenchmark):
         problem = f'"""\n{task.data["prompt"]}\n{task.data["test_list"][0]}\n"""\n'
         return [{"role": "user", "content": f"{EVALPLUS_PROMPT}\n```\n{problem.strip()}\n```"}]
 
-    def program(self, task: Task, code: str) -> str | None:
+    def program(self, task: Task, code: str) -> Split | None:
         return mbppplus_program(task.data, code)
 
     def limits(self, task: Task) -> Limits:
@@ -182,10 +186,10 @@ class MBPPPlus(CodeBenchmark):
 class KodCode(CodeBenchmark):
     """KodCode-Light-RL-10K, the RL subset KodCode's own recipe (KodCode-AI/code-r1) trains on.
     ``test`` is a pytest file doing ``from solution import ...``: the reply becomes
-    ``solution.py`` and a small runner in the program (:func:`~tracerl.tasks.graders.
-    code_harness.run_pytest`) runs the file's tests (functions, ``Test*`` classes, unittest
-    cases, parametrize, module fixtures, tmp_path/capsys/monkeypatch) rather than pytest
-    itself; 5 s per test function as rLLM gives, up to 60 s. One hub split: 80/20 by row hash
+    module ``solution`` in the reply's process and a small runner in the tests' process
+    (:func:`~tracerl.tasks.graders.pytest_runner.run_pytest`) runs the file's tests
+    (functions, ``Test*`` classes, unittest cases, parametrize, module fixtures,
+    tmp_path/capsys/monkeypatch) against proxies of it rather than pytest itself; 5 s per test function as rLLM gives, up to 60 s. One hub split: 80/20 by row hash
     (code-r1 holds out 512 rows the same way)."""
 
     name = "kodcode"
@@ -207,7 +211,7 @@ class KodCode(CodeBenchmark):
         ask += " Your code should be wrapped in a markdown code block."
         return [{"role": "system", "content": KODCODE_SYSTEM}, {"role": "user", "content": ask}]
 
-    def program(self, task: Task, code: str) -> str | None:
+    def program(self, task: Task, code: str) -> Split | None:
         return pytest_program(code, task.data["test"])
 
     def limits(self, task: Task) -> Limits:

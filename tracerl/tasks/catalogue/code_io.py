@@ -3,10 +3,10 @@
 A problem is either **stdin/stdout** (the program reads the case's input and prints the
 answer) or **call-based** (a function, or LeetCode's ``Solution().method``, is called with
 the case's arguments). Each set stores its cases its own way; :mod:`tracerl.tasks.graders.code`
-reads them into one shape (:class:`~tracerl.tasks.graders.code.IOTests`) and builds a program
-that runs the reply on every case inside the sandbox (:func:`~tracerl.tasks.graders.
-code_harness.run_io`): once per case in a fresh namespace, ``sys.stdin`` reading the input,
-stdout captured, compared as LiveCodeBench compares (stripped lines, tokens, numbers as
+reads them into one shape (:class:`~tracerl.tasks.graders.code.IOTests`). The reply's
+sandboxed process runs the reply once per case in a fresh namespace, ``sys.stdin`` reading the
+input, and sends back what it printed; the tests' process (:func:`~tracerl.tasks.graders.
+code_harness.run_io`) compares as LiveCodeBench compares (stripped lines, tokens, numbers as
 Decimals). The reward is 1.0 only when every case passes (LiveCodeBench's and rLLM's rule).
 
 Where this deviates from the official harnesses, and why:
@@ -33,6 +33,7 @@ from tracerl.core.types import Task
 from ..benchmarks import Benchmark
 from ..graders.code import (
     IOTests,
+    Split,
     apps_tests,
     decode_lcb_cases,
     io_program,
@@ -98,7 +99,7 @@ class IOBenchmark(CodeBenchmark):
             self._memo.popitem(last=False)
         return tests
 
-    def program(self, task: Task, code: str) -> str | None:
+    def program(self, task: Task, code: str) -> Split | None:
         tests = self.tests(task)
         return io_program(code, tests) if tests is not None else None
 

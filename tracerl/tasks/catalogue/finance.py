@@ -3,7 +3,10 @@ ConvFinQA, MultiHiertt, FinanceBench).
 
 Each prompt shows the report (tables one row per line, cells joined by " | ") and the question,
 and asks for the final answer in ``\boxed{}``. Grading follows each dataset's own evaluation,
-on the final answer only (:mod:`.finance_answers` reads it):
+on the final answer only (:mod:`.finance_answers` reads it). **A reply that states several
+different final answers scores 0** ("\boxed{3} \boxed{4}", "The answer is 3. The answer is 4."):
+every answer it states must pass the rule below, so the grader never picks one of them; several
+TAT-QA spans go in one box, separated by semicolons, as its prompt asks.
 
 - FinQA: the answer equals the reference as mathematics, or is within 1% of it (``25%`` and
   ``0.25`` both match a reference of 0.25 written as a percentage).
@@ -33,7 +36,7 @@ from ..loaders import Hub
 from .finance_answers import (
     SCALES,
     decimals,
-    final_answer,
+    every_answer,
     finqa_equal,
     html_rows,
     multihiertt_close,
@@ -84,8 +87,9 @@ class FinQA(Benchmark):
                 {"role": "user", "content": f"{context.strip()}\n\nQuestion: {d['question']}"}]
 
     def is_correct(self, task: Task, text: str | None) -> bool:
-        answer = math_grader.extract_answer(text)
-        return math_grader.is_equiv(answer, task.answer) or math_grader.numeric_close(answer, task.answer)
+        answers = math_grader.final_answers(text, alternatives=False)
+        return bool(answers) and all(math_grader.is_equiv(a, task.answer) or math_grader.numeric_close(a, task.answer)
+                                     for a in answers)
 
     def solution(self, task: Task) -> str | None:
         return f"The answer is \\boxed{{{task.answer}}}."
@@ -160,13 +164,12 @@ class TATQA(Benchmark):
         return gold
 
     def is_correct(self, task: Task, text: str | None) -> bool:
-        answer = final_answer(text)
         gold = self._gold(task)
-        if answer is None or not gold:
+        if not gold:
             return False
         if len(gold) == 1:
-            return _tatqa_item(answer, gold[0])
-        return any(_bag_match(parts, gold) for parts in _tatqa_parts(answer))
+            return every_answer(text, lambda answer: _tatqa_item(answer, gold[0]))
+        return every_answer(text, lambda answer: any(_bag_match(parts, gold) for parts in _tatqa_parts(answer)))
 
     def solution(self, task: Task) -> str | None:
         scale = self._qa(task.data).get("scale") or ""
@@ -264,13 +267,13 @@ class ConvFinQA(Benchmark):
                 {"role": "user", "content": render_html_tables(body).strip()}]
 
     def is_correct(self, task: Task, text: str | None) -> bool:
-        answer, reference = final_answer(text), str(task.answer)
-        if answer is None:
-            return False
+        reference = str(task.answer)
 
-        def close(value: float, ref: float, shift: int) -> bool:
-            return finqa_equal(value, ref, min(decimals(answer), decimals(reference) - shift))
-        return numbers_match(answer, reference, close)
+        def right(answer: str) -> bool:
+            def close(value: float, ref: float, shift: int) -> bool:
+                return finqa_equal(value, ref, min(decimals(answer), decimals(reference) - shift))
+            return numbers_match(answer, reference, close)
+        return every_answer(text, right)
 
     def solution(self, task: Task) -> str | None:
         return f"The answer is \\boxed{{{task.answer}}}."
@@ -325,12 +328,12 @@ class MultiHiertt(Benchmark):
         return [{"role": "system", "content": FINANCE_PROMPT}, {"role": "user", "content": user}]
 
     def is_correct(self, task: Task, text: str | None) -> bool:
-        answer, reference = final_answer(text), str(task.answer or "")
-        if answer is None or not reference.strip():
+        reference = str(task.answer or "")
+        if not reference.strip():
             return False
         if parse_number(reference) is None:
-            return spans_equal(answer, reference)
-        return numbers_match(answer, reference, multihiertt_close)
+            return every_answer(text, lambda answer: spans_equal(answer, reference))
+        return every_answer(text, lambda answer: numbers_match(answer, reference, multihiertt_close))
 
     def solution(self, task: Task) -> str | None:
         return f"The answer is \\boxed{{{task.answer}}}." if str(task.answer or "").strip() else None
@@ -367,12 +370,12 @@ class FinanceBench(Benchmark):
         return [{"role": "system", "content": FINANCE_PROMPT}, {"role": "user", "content": user}]
 
     def is_correct(self, task: Task, text: str | None) -> bool:
-        answer, reference = final_answer(text), str(task.answer or "")
+        reference = str(task.answer or "")
 
         def close(value: float, ref: float, shift: int) -> bool:
             places = max(decimals(reference) - shift, 0)
             return abs(value - ref) <= 0.01 * abs(ref) or round(value, places) == round(ref, places)
-        return answer is not None and numbers_match(answer, reference, close)
+        return every_answer(text, lambda answer: numbers_match(answer, reference, close))
 
     def solution(self, task: Task) -> str | None:
         return f"The answer is \\boxed{{{task.answer}}}."

@@ -4,8 +4,10 @@ Tables are rendered one row per line with cells joined by ``" | "`` (:func:`pipe
 tables (ConvFinQA, MultiHiertt) are parsed with the standard library's HTML parser, a
 ``colspan`` cell repeated across the columns it spans so every column keeps its header.
 
-A reply's final answer is the last ``\boxed{}`` or "The answer is X" (:func:`final_answer`);
-:func:`parse_number` reads one number from it: ``$``, thousands commas, ``(16)`` for -16, the
+A reply's final answers are its ``\boxed{}`` and "The answer is X" statements
+(:func:`final_answers`), and **a reply that states several different final answers scores 0**:
+every one must be right (:func:`every_answer`), so "\boxed{3} \boxed{4}" is wrong whichever is
+the reference. :func:`parse_number` reads one number from an answer: ``$``, thousands commas, ``(16)`` for -16, the
 unicode minus, and an optional ``%`` or scale word (thousand, million, billion). A reply with
 more than one number, or words around it, is not a number: the graders are strict about
 what counts as an answer.
@@ -26,6 +28,7 @@ from html.parser import HTMLParser
 from typing import Any
 
 from ..graders.math import extract_answer
+from ..graders.math import final_answers as math_final_answers
 from .qa import normalize_answer
 
 SCALES = {"": 1.0, "thousand": 1e3, "million": 1e6, "billion": 1e9, "percent": 0.01}
@@ -99,10 +102,26 @@ def render_html_tables(text: str) -> str:
 
 
 def final_answer(text: str | None) -> str | None:
-    r"""The reply's final answer (last ``\boxed{}``, else "The answer is X"), LaTeX removed."""
+    r"""The reply's last final answer (last ``\boxed{}``, else "The answer is X"), LaTeX removed."""
     answer = extract_answer(text)
-    if answer is None:
-        return None
+    return None if answer is None else _clean(answer)
+
+
+def final_answers(text: str | None) -> list[str]:
+    r"""Every final answer the reply states (:func:`tracerl.tasks.graders.math.final_answers`:
+    boxes, "The answer is X", "Answer: X"), LaTeX removed, each once."""
+    cleaned = (_clean(a) for a in math_final_answers(text, alternatives=False))
+    return list(dict.fromkeys(a for a in cleaned if a is not None))
+
+
+def every_answer(text: str | None, right: Callable[[str], bool]) -> bool:
+    """Whether the reply states a final answer and ``right`` holds for every one it states:
+    several different answers score 0, whichever of them is right."""
+    answers = final_answers(text)
+    return bool(answers) and all(right(answer) for answer in answers)
+
+
+def _clean(answer: str) -> str | None:
     for old, new in _LATEX:
         answer = answer.replace(old, new)
     answer = _TEXT_COMMAND.sub(r"\1", answer).strip()

@@ -5,10 +5,15 @@ The model is asked to put its final answer in ``\boxed{}``, each set in its esta
 :func:`~tracerl.tasks.graders.builtin.math_equal` reads the reply's final answer (the last box,
 else "the answer is X" or "Answer: X") and compares it with the reference as mathematics
 (``\frac{3}{4}`` = 0.75, ``(x+1)^2`` = ``x^2+2x+1``, "2, 3" = "3, 2"), falling back to tracerl's
-own matcher without math-verify. Where a dataset writes its answers in a form math-verify
+own matcher without math-verify. **A reply that states several different final answers scores
+0** ("\boxed{3} \boxed{4}", "The answer is 3. The answer is 4.", "either 3 or 4"), whichever of
+them is right: every stated answer must equal the reference, and several values of one answer go
+in one box (``\boxed{2, 3}``). A reply that marks no final answer (no box, "the answer is X",
+"Answer: X" or "#### X") is wrong: every prompt here asks for one. Where a dataset writes its answers in a form math-verify
 misreads (AMC's ``27.0``, Minerva's ``4.5e33``, OlympiadBench's ``["$2$", "$3$"]``), the
 reference is rewritten, or several equivalent forms tried (:meth:`MathBenchmark.golds`).
-Countdown is graded by computing the expression exactly.
+Countdown is graded by computing the expression exactly; every expression the reply states must
+reach the target.
 
 Training sets and word problems (DeepScaleR, DAPO, Geometry3K, SVAMP, GSM-Hard, ASDiv) are in
 :mod:`.math_train`.
@@ -95,7 +100,10 @@ class MathBenchmark(Benchmark):
         return [str(task.answer).strip()]
 
     def is_correct(self, task: Task, text: str | None) -> bool:
-        if not text or not text.strip() or task.answer in (None, ""):
+        # Every prompt asks for a marked final answer (a box, "Answer:"); a reply without one is
+        # not graded by whichever of its numbers math-verify would take (an echoed question
+        # "What is $\frac{1}{2} + \frac{1}{3}$?" would be its own answer).
+        if not text or not math_grader.final_answers(text) or task.answer in (None, ""):
             return False
         return any_equal(self.golds(task), text)
 
@@ -384,8 +392,14 @@ class CountdownHub(Benchmark):
                 {"role": "user", "content": question}]
 
     def is_correct(self, task: Task, text: str | None) -> bool:
-        answer = math_grader.extract_answer(text)
-        found = countdown_value(answer) if answer else None
+        # Every expression the reply states must reach the target ("The answer is A. The answer
+        # is B." is two answers: 0, whichever is right).
+        answers = math_grader.final_answers(text)
+        return bool(answers) and all(self._reaches(task, answer) for answer in answers)
+
+    @staticmethod
+    def _reaches(task: Task, answer: str) -> bool:
+        found = countdown_value(answer)
         if found is None:
             return False
         value, used = found

@@ -60,8 +60,10 @@ class DAPOMath(MathBenchmark):
     """DAPO-Math-17k: 17,917 problems rewritten to have integer answers, each stored 100 times
     (1,791,700 rows): :meth:`hub_rows` keeps the first row of each problem (by ``extra_info.index``
     or by prompt text). The prompt is the dataset's own (asks for a last line "Answer: X");
-    the graded answer is the last "Answer:" in the reply's last 300 characters, as DAPO's
-    ``math_dapo`` reward reads it, else the reply's final answer (a box)."""
+    the graded answer is the "Answer:" line in the reply's last 300 characters, as DAPO's
+    ``math_dapo`` reward reads it, else the reply's final answer (a box). Where DAPO's reward
+    takes the last of several "Answer:" lines, here they must all be right (several different
+    final answers score 0)."""
 
     name = "dapo-math"
     hub = Hub("BytedTsinghua-SIA/DAPO-Math-17k")
@@ -95,8 +97,10 @@ class DAPOMath(MathBenchmark):
     def is_correct(self, task: Task, text: str | None) -> bool:
         if not text or not text.strip() or task.answer in (None, ""):
             return False
-        lines = _ANSWER_LINE.findall(text[-300:])
-        return any_equal(self.golds(task), lines[-1].strip() if lines else text)
+        lines = dict.fromkeys(line.strip() for line in _ANSWER_LINE.findall(text[-300:]))
+        if not lines:
+            return any_equal(self.golds(task), text)
+        return all(any_equal(self.golds(task), line) for line in lines)  # two different "Answer:" lines: 0
 
     def solution(self, task: Task) -> str | None:
         return f"Answer: {task.answer}"

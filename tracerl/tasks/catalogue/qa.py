@@ -17,8 +17,12 @@ three as a JSON list of "Title: text" strings. Where each benchmark's passages c
 Grading, as Search-R1 and the official HotpotQA / 2Wiki / MuSiQue / NQ-open / SQuAD scripts
 do it: exact match after SQuAD normalisation (lower case, punctuation and a/an/the dropped,
 whitespace squeezed) against *any* reference (a list: answer aliases, several annotators).
-The answer is read from the last ``<answer>...</answer>`` (Search-R1's tag), else from
-``\\boxed{}`` / "The answer is X" (:func:`tracerl.tasks.graders.math.extract_answer`).
+The answers are read from the ``<answer>...</answer>`` tags (Search-R1's), ``\\boxed{}``, "The
+answer is X" and "Answer: X" (:func:`final_answers`). **A reply that states several different
+answers scores 0** ("The answer is Paris. The answer is Lyon.", two tags that differ), whichever
+is right: Search-R1 and the official scripts read one answer (the last tag, the whole
+prediction), and a policy rewarded on the last would learn to list candidates. Two names of one
+reference ("USA", "United States", both among its aliases) are not different answers.
 :func:`f1` gives the token-overlap score over the same references for partial credit.
 """
 
@@ -34,6 +38,7 @@ from tracerl.core.types import Task
 
 from ..benchmarks import Benchmark
 from ..graders.math import extract_answer
+from ..graders.math import final_answers as math_final_answers
 from ..loaders import Hub
 from ..search import cached_index
 
@@ -90,18 +95,31 @@ def f1(pred: str | None, ref: Any) -> float:
 
 
 def final_answer(text: str | None) -> str | None:
-    """The answer a reply gives: its last ``<answer>`` tag, else its boxed / "The answer is" one."""
+    """The last answer a reply gives: its last ``<answer>`` tag, else its boxed / "The answer is"
+    one (for partial credit by :func:`f1`; :func:`exact_match` reads them all)."""
     if not isinstance(text, str):
         return None
     tags = _ANSWER_TAG.findall(text)
     return tags[-1] if tags else extract_answer(text)
 
 
+def final_answers(text: str | None) -> list[str]:
+    """Every answer a reply states after its last ``</think>``, SQuAD-normalised, each once:
+    its ``<answer>`` tags, boxes, "The answer is X", "Answer: X" lines
+    (:func:`tracerl.tasks.graders.math.final_answers`; a span's "or" is not split)."""
+    if not isinstance(text, str):
+        return []
+    text = text.rsplit("</think>", 1)[-1]
+    spans = [*_ANSWER_TAG.findall(text), *math_final_answers(_ANSWER_TAG.sub(r"\1", text), alternatives=False)]
+    return list(dict.fromkeys(n for n in map(normalize_answer, spans) if n))
+
+
 def exact_match(text: str | None, reference: Any) -> bool:
-    """Whether the reply's answer equals any reference after SQuAD normalisation."""
-    answer = final_answer(text)
-    predicted = normalize_answer(answer) if answer is not None else ""
-    return bool(predicted) and any(predicted == normalize_answer(r) for r in references(reference))
+    """Whether the reply states an answer and every answer it states (:func:`final_answers`)
+    equals a reference after SQuAD normalisation: "The answer is Paris. The answer is Lyon."
+    is two different answers, and scores 0 whichever is right."""
+    answers, refs = final_answers(text), {normalize_answer(r) for r in references(reference)}
+    return bool(answers) and all(answer in refs for answer in answers)
 
 
 # ---------------------------------------------------------------------------- passages
@@ -133,7 +151,8 @@ class SearchQA(Benchmark):
     """A question answered with a BM25 ``search`` tool over :meth:`passages`; exact match."""
 
     domain = "search-qa"
-    grader = "exact match after SQuAD normalisation (lower case, no punctuation or articles) to any reference"
+    grader = ("exact match after SQuAD normalisation (lower case, no punctuation or articles) to any reference; "
+              "two different answers score 0")
     tool_names = ("search",)
 
     def passages(self, row: dict[str, Any]) -> list[str]:

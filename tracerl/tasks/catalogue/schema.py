@@ -12,11 +12,16 @@ the revision it was read at::
     source: card                 # card | dataset_infos.json | loading script | parquet branch
     read: 2026-12-03
     dataset_info: [...]          # verbatim: one config (a mapping) or a list of configs
+    not_null: [task_id, entry_point]   # optional: columns no row may leave null or out
 
 Rows are checked against it wherever they come from (:func:`conform`): a local copy, the
 hub, or a test's fixture. A column the loader needs that is missing, or a value of another
 type, is one :class:`~tracerl.core.errors.ConfigError` line naming the file and the column,
-rather than a ``KeyError`` deep in a prompt builder.
+rather than a ``KeyError`` deep in a prompt builder. A card's features say nothing of nulls, and
+``datasets`` fills a key a row leaves out with null, so the columns a loader cannot do without
+are listed under ``not_null`` (real data keeps nulls elsewhere: most of GPQA's revision
+columns): a null there, or a row without the key, is one line naming the file, the column and
+the row.
 
 ``python -m tracerl.tasks.catalogue.schema DATASET_ID FILE [FILE ...] [--config NAME]`` checks
 files by hand.
@@ -31,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from datasets import Features
+
 from tracerl.core.errors import ConfigError
 
 SCHEMAS = Path(__file__).parent / "schemas"
@@ -39,6 +46,12 @@ SCHEMAS = Path(__file__).parent / "schemas"
 def schema_path(dataset: str) -> Path:
     """Where ``dataset``'s declaration lives (``org/name`` -> ``schemas/org__name.yaml``)."""
     return SCHEMAS / (dataset.replace("/", "__") + ".yaml")
+
+
+class DeclaredFeatures(Features):
+    """A config's declared features, and the columns no row may leave null (``not_null``)."""
+
+    not_null: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -50,13 +63,17 @@ class Declared:
     card: str
     source: str
     info: dict[str, Any]  # config name -> datasets.DatasetInfo
+    not_null: tuple[str, ...] = ()  # columns no row may leave null (every config's that has them)
 
     def configs(self) -> list[str]:
         return list(self.info)
 
     def features(self, config: str | None = None) -> Any:
-        """The declared ``datasets.Features`` of ``config`` (the only one when None)."""
-        return self._info(config).features
+        """The declared ``datasets.Features`` of ``config`` (the only one when None), as
+        :class:`DeclaredFeatures` naming its ``not_null`` columns."""
+        features = DeclaredFeatures(self._info(config).features)
+        features.not_null = tuple(name for name in self.not_null if name in features)
+        return features
 
     def split_sizes(self, configs: tuple[str | None, ...] = (None,)) -> dict[str, int]:
         """Declared rows per split, summed over ``configs``."""
@@ -94,8 +111,26 @@ def declared(dataset: str) -> Declared:
     if isinstance(block, dict) and "config_name" not in block:
         block = {**block, "config_name": "default"}
     infos = DatasetInfosDict.from_dataset_card_data({"dataset_info": block})
+    not_null = raw.get("not_null") or []
+    if not isinstance(not_null, list) or not all(isinstance(name, str) for name in not_null):
+        raise ConfigError(f"{path}: not_null must be a list of column names, not {not_null!r}")
     return Declared(dataset, str(raw["revision"]), str(raw.get("card", "")), str(raw.get("source", "card")),
-                    dict(infos))
+                    dict(infos), tuple(not_null))
+
+
+def refuse_nulls(table: Any, features: Any, where: str) -> None:
+    """One ConfigError line naming ``where``, the column and the row when a ``not_null`` column
+    of ``features`` is null in some row of ``table`` (a ``datasets.Dataset``)."""
+    import pyarrow.compute as pc
+
+    for name in getattr(features, "not_null", ()):
+        if name not in table.column_names:
+            continue
+        column = table.data.column(name)
+        if column.null_count:
+            row = pc.index(pc.is_null(column), True).as_py()
+            raise ConfigError(f"{where}: column {name!r} is null or missing in row {row + 1} (of "
+                              f"{len(table):,}); the loader needs it in every row: fill it or drop the row")
 
 
 def _describe(feature: Any) -> str:
@@ -122,6 +157,7 @@ def conform(table: Any, features: Any, where: str) -> Any:
             reason = " ".join(str(exc).split())[:160]
             raise ConfigError(f"{where}: column {name!r} is {_describe(table.features[name])}, declared "
                               f"{_describe(feature)} ({type(exc).__name__}: {reason})") from None
+    refuse_nulls(table, features, where)
     return table
 
 
@@ -173,6 +209,8 @@ def load_files(files: list[Path], features: Any | None, where: str) -> list[dict
                 conform(datasets.load_dataset(builder, data_files=data_files, split="train"), features, where)
         reason = " ".join(str(exc.__cause__ or exc).split())[:200]
         raise ConfigError(f"{where}: cannot read {', '.join(map(str, files))}: {reason}") from None
+    if features is not None:
+        refuse_nulls(table, features, where)
     return table.to_list()
 
 

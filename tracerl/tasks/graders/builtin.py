@@ -7,7 +7,10 @@ returned string becomes) and compares it with the reference, ``task.answer``.
 They are **strict** on purpose. An earlier reward was a substring test, and training learnt
 to game it: "Answer: 10 + 2 + 233" scored 1 for the answer 12. So ``exact``, ``numeric``,
 ``regex``, ``json`` and ``math`` all score that reply 0; only ``contains`` is lenient, and
-says so. What is wrong with the *reply* scores 0; what is wrong with the *data* (no
+says so. For the same reason **a reply that states several different final answers scores
+0** in every grader but ``contains`` (docs/benchmarks.md, "What a grader promises"): ``regex``
+and ``json`` check every match or fence, ``math`` every box and "the answer is X", and none of
+them picks the first or the last. What is wrong with the *reply* scores 0; what is wrong with the *data* (no
 reference, no such artifact, no tests) is a :class:`~tracerl.core.errors.GradingError`, which
 marks the episode ``grading_error`` instead of training on a made-up zero.
 
@@ -40,7 +43,7 @@ from tracerl.core.types import Task
 
 from ..sandbox import Limits
 from .code import extract_code, mbpp_program, run_tests
-from .math import extract_answer
+from .math import extract_answer, plain, stated_answers
 from .math import grade as legacy_math_grade
 
 log = logging.getLogger(__name__)
@@ -146,9 +149,11 @@ _FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL}
 
 
 def make_regex(pattern: str | None = None, field: str = "answer", flags: str = "") -> RewardFn:
-    r"""1 when ``re.search(pattern)`` matches and its one capture group, stripped, equals
-    ``str(task.answer)`` stripped. The pattern can demand a format: ``r"Answer: (-?\d+)$"``
-    scores "Answer: 10 + 2 + 233" 0 for 12. ``flags``: letters of "i", "m", "s"."""
+    r"""1 when ``pattern`` matches and its one capture group, stripped, equals
+    ``str(task.answer)`` stripped, at every match: "Answer: 13\nAnswer: 12" states two
+    answers and scores 0 (the pattern never picks one). The pattern can demand a format:
+    ``r"Answer: (-?\d+)$"`` scores "Answer: 10 + 2 + 233" 0 for 12. ``flags``: letters of
+    "i", "m", "s"."""
     if not pattern:
         raise ConfigError("the regex reward needs pattern=, a regular expression with one capture group "
                           r"around the answer, e.g. pattern='Answer: (-?\d+)$'")
@@ -169,8 +174,8 @@ def make_regex(pattern: str | None = None, field: str = "answer", flags: str = "
 
     def regex(task: Task, artifacts: Any) -> Rewards:
         want = str(reference(task)).strip()
-        m = compiled.search(answer_text(task, artifacts, field))
-        return verdict(m is not None and (m.group(1) or "").strip() == want, m is not None)
+        found = {(m.group(1) or "").strip() for m in compiled.finditer(answer_text(task, artifacts, field))}
+        return verdict(found == {want}, bool(found))  # two different matches: two answers, 0
     return regex
 
 
@@ -243,22 +248,30 @@ def json_equal(value: Any, ref: Any, rel_tol: float = 1e-6, abs_tol: float = 1e-
 
 def make_json(path: str | None = None, field: str = "answer", rel_tol: float = 1e-6,
               abs_tol: float = 1e-9) -> RewardFn:
-    """1 when the text is a JSON document (alone, or in the last ```json fence) whose value at
-    ``path`` (dotted keys and list indices: "result.items.0") equals the reference (see
-    :func:`json_equal`). Invalid JSON or a missing path scores 0: that is the reply's fault."""
+    """1 when the text is a JSON document (alone, or in ```json fences) whose value at ``path``
+    (dotted keys and list indices: "result.items.0") equals the reference (see
+    :func:`json_equal`). Invalid JSON or a missing path scores 0: that is the reply's fault.
+    Every fence that holds JSON must hold the answer: two documents with different values are
+    two answers, and score 0 whichever is right."""
     parts = _json_path(path)
 
     def json_reward(task: Task, artifacts: Any) -> Rewards:
         ref = reference(task)
         text = answer_text(task, artifacts, field)
-        fences = _JSON_FENCE.findall(text)
-        try:
-            doc = json.loads(fences[-1] if fences else text)
-        except ValueError:
-            return verdict(False, False)
-        value = _select(doc, parts)
-        return verdict(value is not _MISSING and json_equal(value, ref, rel_tol, abs_tol), value is not _MISSING)
+        values = [_select(doc, parts) for doc in _json_docs(_JSON_FENCE.findall(text) or [text])]
+        found = bool(values) and all(v is not _MISSING for v in values)
+        return verdict(found and all(json_equal(v, ref, rel_tol, abs_tol) for v in values), found)
     return json_reward
+
+
+def _json_docs(texts: Sequence[str]) -> list[Any]:
+    docs = []
+    for text in texts:
+        try:
+            docs.append(json.loads(text))
+        except ValueError:
+            continue  # a fence that is not JSON (an example, a schema sketch) states no answer
+    return docs
 
 
 # ---------------------------------------------------------------------------- code
@@ -302,9 +315,14 @@ def make_math(field: str = "answer") -> RewardFn:
     ``5\text{ cm}`` equal 5 (math-verify's unit normalisation, kept: MATH/GSM8K references
     carry no units and a unit is not a wrong answer). An **unevaluated expression** that
     equals the reference counts ("10 + 2" for 12; "Answer: 10 + 2 + 233" is 245, so 0): use
-    ``numeric`` where computing the number is the task. With several candidates the last
-    answer wins ("13 or 12" is 12); several boxes form a set, which equals no single number.
-    How the answers are read, and why, is in :func:`math_equivalent`.
+    ``numeric`` where computing the number is the task. **A reply that states several
+    different final answers scores 0**, whichever is right (the rule of every text grader,
+    docs/benchmarks.md "What a grader promises"): every box, "the answer is X", "Answer: X" and
+    "#### X" must equal the reference, and alternatives outside a box ("either 13 or 12")
+    count as several; a reply that marks no final answer counts only when it is one answer
+    ("5 cm", not a paragraph whose last number happens to be right). Several values of one
+    answer go in one box (``\boxed{2, 3}``): ``\boxed{2} \boxed{3}`` is two answers. How
+    the answers are read, and why, is in :func:`math_equivalent`.
 
     Without math-verify (0.8 or later) it falls back, with one warning, to
     :func:`tracerl.tasks.graders.math.grade` (tracerl's own extraction and equivalence).
@@ -327,7 +345,9 @@ def math_equal(gold: str, text: str) -> bool:
 
 
 def _legacy_equal(gold: str, text: str) -> bool:
-    return legacy_math_grade(text, gold) or legacy_math_grade(f"\\boxed{{{text.strip()}}}", gold)
+    if stated_answers(text):
+        return legacy_math_grade(text, gold)
+    return _one_answer(text) and legacy_math_grade(f"\\boxed{{{text.strip()}}}", gold)
 
 
 _warned = threading.Event()
@@ -472,7 +492,8 @@ def math_equivalent(gold: str, text: str) -> bool:
     rounded to 6 places, so 0.333333 = 1/3 but 0.33 != 1/3) and ``timeout_seconds=None`` (as
     for parsing: its signal-based timeout needs the main thread). An answer too big to compare
     safely (:func:`_tame`) is not equal. A reference math-verify cannot read at all is a
-    GradingError (grade it with the exact reward instead).
+    GradingError (grade it with the exact reward instead). Every final answer the reply states
+    must be equal (:func:`_predictions`): math-verify alone would pick one of them.
     """
     mv = _math_verify()
     if mv is None:
@@ -481,7 +502,38 @@ def math_equivalent(gold: str, text: str) -> bool:
     if not gold_parsed:
         raise GradingError(f"math-verify cannot read the reference {gold!r} as math; grade this dataset "
                            "with the exact reward")
-    prediction = _parse_prediction(text)
-    if not prediction or not _tame(prediction) or not _tame(gold_parsed):
+    if not _tame(gold_parsed):
         return False
-    return bool(mv.verify(gold_parsed, prediction, timeout_seconds=None))
+    predictions = _predictions(text)
+    return bool(predictions) and all(
+        p and _tame(p) and mv.verify(gold_parsed, p, timeout_seconds=None) for p in predictions)
+
+
+_MATH_SEGMENT = re.compile(r"\$[^$]*\$|\\\(.*?\\\)|\\\[.*?\\\]", re.DOTALL)
+_NUMBER_TOKEN = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
+
+
+def _predictions(text: str) -> list[list[Any]]:
+    r"""What math-verify compares with the reference: each final answer the reply states
+    (:func:`~.math.stated_answers`: a box read as ``$\boxed{...}$``, a stated "X" as
+    :func:`_parse_prediction` reads it; [] for one that is not :func:`~.math.plain`), or, when
+    it states none, the whole reply if it is one answer (:func:`_one_answer`), else nothing."""
+    stated = stated_answers(text)
+    if not stated:
+        return [_parse_prediction(text)] if _one_answer(text) else []
+    return [(_parse(f"$\\boxed{{{a}}}$") if boxed else _parse_prediction(a)) if plain(a) else []
+            for a, boxed in stated]
+
+
+def _one_answer(text: str) -> bool:
+    """Whether a reply that marks no final answer is one answer as a whole: one bare formula
+    ("2\\sqrt{2}", "x = 2"), or one line holding one number or one ``$...$`` with words around
+    it ("5 cm", "$\\frac{1}{2}$ cup"). Anything longer ("either 3 or 4", a paragraph of
+    working, a list of numbers) leaves math-verify to pick one of its numbers: not an answer."""
+    stripped = text.strip()
+    if stripped and _is_bare(stripped):
+        return True
+    if not stripped or "\n" in stripped or len(stripped) > 200 or not plain(stripped):
+        return False
+    segments = _MATH_SEGMENT.findall(stripped)
+    return len(segments) + len(_NUMBER_TOKEN.findall(_MATH_SEGMENT.sub(" ", stripped))) == 1

@@ -6,6 +6,12 @@ JSON (a list of calls, one call, xLAM's ``{"tool_calls": [...]}`` or OpenAI's
 ``{"function": {"name", "arguments": "<json>"}}``, bare or in a fenced block, or inside prose),
 or BFCL's Python form ``[f(a=1), pkg.g(b=[1, 2])]``. Python is parsed, never evaluated.
 
+Several final answers: the calls of a reply are its answer. A reply that writes different sets
+of calls in different places (a fenced block, then another; a JSON list in its prose, then
+another) states several answers, and reads as no calls at all (:func:`parse_calls` is None), so
+it scores 0 whichever set would have matched; as many calls as expected is already required of
+one set, so an extra call in the same list is wrong too.
+
 * :func:`match_calls` is the xLAM rule of NeMo Gym's ``xlam_fc`` server: as many calls as
   expected, each expected call matched by a distinct call of the same name whose arguments
   hold every expected argument with an equal value (extra arguments are tolerated, order is
@@ -70,13 +76,22 @@ def _json_calls(text: str) -> list[Call] | None:
         return None
 
 
+def _one_reading(found: list[list[Call]]) -> list[Call] | None:
+    """The calls written in several places of a reply, when they are the same calls each time;
+    None when they differ (two different answers: none is picked) or when there are none."""
+    distinct = {json.dumps(calls, sort_keys=True, default=str) for calls in found}
+    return found[0] if len(distinct) == 1 else None
+
+
 def _calls_in_prose(text: str) -> list[Call] | None:
-    """The last JSON value inside ``text`` that spells calls (a reply that explains itself)."""
-    decoder, found, i = json.JSONDecoder(), None, 0
+    """The calls spelled by the JSON values inside ``text`` (a reply that explains itself), when
+    every such value spells the same calls."""
+    decoder, i = json.JSONDecoder(), 0
+    found: list[list[Call]] = []
     while True:
         starts = [p for p in (text.find("[", i), text.find("{", i)) if p >= 0]
         if not starts:
-            return found
+            return _one_reading(found)
         i = min(starts)
         try:
             obj, end = decoder.raw_decode(text, i)
@@ -85,7 +100,7 @@ def _calls_in_prose(text: str) -> list[Call] | None:
             continue
         calls = calls_from_json(obj)
         if calls:
-            found = calls
+            found.append(calls)
         i = end
 
 
@@ -93,7 +108,10 @@ def parse_calls(text: str | None) -> list[Call] | None:
     """The calls written in ``text`` (see the module docstring); None when it holds none.
 
     A ``</think>`` section is dropped first; a malformed ``<tool_call>`` block makes the whole
-    reply unreadable (None) rather than leaving out one call."""
+    reply unreadable (None) rather than leaving out one call. ``<tool_call>`` blocks are the
+    calls of one answer together (parallel calls); calls written out in several other places
+    (two fenced blocks, two JSON lists in prose) are one answer only when they are the same
+    calls, else None: the reply gave several different answers, and none of them is picked."""
     if not text or len(text) > MAX_CHARS:
         return None
     text = text.split("</think>")[-1].strip()
@@ -101,13 +119,16 @@ def parse_calls(text: str | None) -> list[Call] | None:
     if blocks:
         each = [_json_calls(b) for b in blocks]
         return None if any(c is None for c in each) else [x for c in each if c for x in c]
-    for candidate in [*reversed(_FENCE.findall(text)), text]:
-        calls = _json_calls(candidate.strip())
-        if calls is None:
-            calls = parse_python_calls(candidate)
-        if calls is not None:
-            return calls
-    return _calls_in_prose(text)
+    fenced = [calls for block in _FENCE.findall(text) if (calls := _fenced_calls(block)) is not None]
+    if fenced:
+        return _one_reading(fenced)
+    whole = _fenced_calls(text)
+    return whole if whole is not None else _calls_in_prose(text)
+
+
+def _fenced_calls(block: str) -> list[Call] | None:
+    calls = _json_calls(block.strip())
+    return calls if calls is not None else parse_python_calls(block)
 
 
 # -- BFCL's Python form -----------------------------------------------------------------------

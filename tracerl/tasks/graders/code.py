@@ -1,11 +1,15 @@
-"""Code rewards: pull the program out of a reply, put the benchmark's tests with it, run it sandboxed.
+"""Code rewards: pull the program out of a reply, run it apart from the benchmark's tests, let the tests decide.
 
-The reward of a reply is 1.0 when the program plus tests runs to its end with exit status 0
-in :func:`tracerl.tasks.sandbox.run_python`, else 0.0; the result's ``reason`` says why.
-Assert-style sets (HumanEval, MBPP and their EvalPlus versions) append the tests to the code.
-Stdin/stdout and call-based sets (LiveCodeBench, APPS, CodeContests, DeepCoder) and pytest
-files (KodCode) run through the runners of :mod:`.code_harness`, whose source travels with
-the reply's code: at most :data:`MAX_CASES` cases, :data:`CASE_SECONDS` each.
+A graded run is two sandboxed programs (:class:`Split`, run by
+:func:`tracerl.tasks.sandbox.run_python_pair`): the reply's code runs in one
+(:mod:`.reply_server`), the tests and every comparison in the other (:mod:`.code_harness`),
+which calls the reply's functions through proxies; only plain data crosses (:mod:`.wire`).
+The reward is 1.0 when the tests' program says every test passed, else 0.0; the result's
+``reason`` says why. Forms: HumanEval's ``check(candidate)`` and MBPP's asserts and their
+EvalPlus versions (:func:`humaneval_program`, :func:`mbpp_program`, :func:`mbppplus_program`),
+stdin/stdout and call-based sets (LiveCodeBench, APPS, CodeContests, DeepCoder;
+:func:`io_program`: at most :data:`MAX_CASES` cases, :data:`CASE_SECONDS` each) and pytest
+files (KodCode, :func:`pytest_program`).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import zlib
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..sandbox import Limits, SandboxResult, run_python
+from ..sandbox import Limits, SandboxResult, run_python_pair
 
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 
@@ -34,33 +38,86 @@ def extract_code(text: str | None) -> str:
     return blocks[-1] if blocks else text
 
 
-def humaneval_program(data: dict[str, Any], code: str) -> str:
-    """HumanEval: the prompt (imports, signature, docstring), the reply, ``test`` and the check.
+@dataclass(frozen=True)
+class Split:
+    """A graded run as two programs: ``reply`` defines the reply's code and answers calls
+    (:func:`.reply_server.serve`); ``tests`` holds the tests, never runs the reply's code and
+    alone says whether they passed (:mod:`.code_harness`)."""
+
+    reply: str
+    tests: str
+
+
+@functools.cache
+def _source(*names: str) -> str:
+    """The start of a program: these standard-library-only modules of this package, compiled
+    here once and carried as bytecode (the sandbox runs this same interpreter), which saves
+    each program compiling them. The programs start without ``site`` (a third of an
+    interpreter's start, most of it .pth files), so they put the interpreter's package folders
+    on ``sys.path`` themselves."""
+    import importlib
+    import marshal
+    import sys
+
+    parts = [inspect.getsource(importlib.import_module(f"{__package__}.{name}")) for name in names]
+    body = "\n\n".join(p.replace("from __future__ import annotations\n", "") for p in parts)
+    code = compile(f"from __future__ import annotations\n{body}", f"<tracerl {'+'.join(names)}>", "exec",
+                   dont_inherit=True)
+    packages = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+    return (f"import marshal as _marshal, sys as _sys\n_sys.path.extend({packages!r})\n"
+            f"exec(_marshal.loads(bytes.fromhex({marshal.dumps(code).hex()!r})))")
+
+
+def split_program(reply: dict[str, Any], runner: str, tests: dict[str, Any], *more: str) -> Split:
+    """The two programs: :func:`.reply_server.serve` with ``reply``; ``runner`` (a function of
+    :mod:`.code_harness` or of the modules ``more`` names) with ``tests``."""
+    return Split(f"{_source('wire', 'reply_server')}\n\nserve({json.dumps(reply)!r})\n",
+                 f"{_source('wire', 'code_harness', *more)}\n\n{runner}({json.dumps(tests)!r})\n")
+
+
+def humaneval_program(data: dict[str, Any], code: str) -> Split:
+    """HumanEval: the reply's side runs the prompt (imports, signature, docstring) and the
+    reply; the tests' side runs the prompt (its helpers, which some tests call), ``test``
+    and ``check(entry_point)`` with the entry point a proxy of the reply's.
 
     A reply that defines the entry point is a whole function and redefines the prompt's stub
     (a function whose body is only a docstring is valid Python); one that does not is the
     body that completes the prompt.
     """
-    defines = re.search(rf"^\s*(?:async\s+)?def\s+{re.escape(data['entry_point'])}\s*\(", code, re.MULTILINE)
+    entry = data["entry_point"]
+    defines = re.search(rf"^\s*(?:async\s+)?def\s+{re.escape(entry)}\s*\(", code, re.MULTILINE)
     body = f"{data['prompt']}\n{code}" if defines else f"{data['prompt']}{code}"
-    return f"{body}\n\n{data['test']}\n\ncheck({data['entry_point']})\n"
+    return split_program({"kind": "module", "name": "__main__", "code": body}, "run_check",
+                         {"before": data["prompt"], "bind": [entry], "test": f"{data['test']}\n\ncheck({entry})\n"})
 
 
-def mbpp_program(data: dict[str, Any], code: str) -> str:
-    """MBPP: ``test_setup_code``, the reply, then every assert of ``test_list``."""
+def mbpp_program(data: dict[str, Any], code: str) -> Split:
+    """MBPP: ``test_setup_code`` and the reply on the reply's side; on the tests' side the
+    reply's functions as proxies, then ``test_setup_code`` and every assert of ``test_list``."""
     setup = data.get("test_setup_code") or ""
-    return "\n".join([setup, code, "", *data["test_list"], ""])
+    return split_program({"kind": "module", "name": "__main__", "code": f"{setup}\n{code}"}, "run_check",
+                         {"before": "", "bind": "all", "test": "\n".join([setup, *data["test_list"], ""])})
 
 
-def mbppplus_program(data: dict[str, Any], code: str) -> str:
-    """MBPP+ (evalplus): ``test_imports``, the reply, then ``test``, a script that calls the
-    function on the base and plus inputs and compares with the recorded results."""
-    return "\n".join([*(data.get("test_imports") or []), code, "", data["test"], ""])
+def mbppplus_program(data: dict[str, Any], code: str) -> Split:
+    """MBPP+ (evalplus): ``test_imports`` and the reply on the reply's side; on the tests'
+    side ``test``, a script that calls the function on the base and plus inputs and compares
+    with the recorded results."""
+    imports = "\n".join(data.get("test_imports") or [])
+    return split_program({"kind": "module", "name": "__main__", "code": f"{imports}\n{code}"}, "run_check",
+                         {"before": "", "bind": "all", "test": f"{imports}\n{data['test']}\n"})
 
 
-def run_tests(program: str, limits: Limits | None = None) -> SandboxResult:
-    """Run ``program`` (code plus its tests) in the sandbox."""
-    return run_python(program, limits or Limits(timeout_s=10.0, memory_mb=1024))
+def run_tests(program: Split, limits: Limits | None = None) -> SandboxResult:
+    """Run ``program``'s two sides; ok only when the tests' side says every test passed."""
+    from .code_harness import VERDICT
+
+    result = run_python_pair(program.tests, program.reply, limits or Limits(timeout_s=10.0, memory_mb=1024),
+                             site=False)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    if result.ok and not (lines and lines[-1] == VERDICT):
+        return replace(result, ok=False, reason="the tests ended without a verdict")
+    return replace(result, reason="passed") if result.ok else result
 
 
 # -- stdin/stdout and call-based problems (LiveCodeBench, APPS, CodeContests, DeepCoder) ----------
@@ -153,24 +210,20 @@ def decode_lcb_cases(blob: str) -> list[dict[str, Any]]:
     return cases
 
 
-@functools.cache
-def _harness() -> str:
-    from . import code_harness
-
-    return inspect.getsource(code_harness)
-
-
-def io_program(code: str, tests: IOTests) -> str:
-    """The program that runs ``code`` on every case of ``tests`` (:func:`.code_harness.run_io`)."""
-    spec = {"code": code, "mode": tests.mode, "cases": list(tests.cases), "fn_name": tests.fn_name,
-            "unwrap": tests.unwrap, "timeout": CASE_SECONDS}
-    return f"{_harness()}\n\nrun_io({json.dumps(spec)!r})\n"
+def io_program(code: str, tests: IOTests) -> Split:
+    """The reply runs as a script per input ("stdin") or defines ``fn_name`` ("call"); the
+    tests' side sends each case and compares (:func:`.code_harness.run_io`)."""
+    stdin = tests.mode == "stdin"
+    reply = {"kind": "script" if stdin else "module", "name": "__main__", "code": code, "prelude": True}
+    return split_program(reply, "run_io", {"mode": tests.mode, "cases": list(tests.cases), "fn_name": tests.fn_name,
+                                           "unwrap": tests.unwrap, "timeout": CASE_SECONDS})
 
 
-def pytest_program(code: str, test: str) -> str:
-    """The program that imports ``code`` as ``solution`` and runs the pytest file ``test``
-    (:func:`.code_harness.run_pytest`)."""
-    return f"{_harness()}\n\nrun_pytest({json.dumps({'code': code, 'test': test})!r})\n"
+def pytest_program(code: str, test: str) -> Split:
+    """The reply defines module ``solution``; the tests' side runs the pytest file ``test``
+    against proxies of it (:func:`.pytest_runner.run_pytest`)."""
+    return split_program({"kind": "module", "name": "solution", "code": code}, "run_pytest", {"test": test},
+                         "pytest_runner")
 
 
 def table_program(tests: IOTests) -> str:

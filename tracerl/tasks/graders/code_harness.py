@@ -1,117 +1,57 @@
-"""The test runners that run *inside* the sandbox, next to a reply's code (standard library only).
+"""The tests' side of a graded run (standard library only): the tests run here, the reply's code never does.
 
-:mod:`tracerl.tasks.graders.code` sends this module's source whole, followed by one call
-(``run_io(spec)`` or ``run_pytest(spec)``), as the program :func:`tracerl.tasks.sandbox.run_python`
-runs. The sandbox uses the child's stdin for its own nonce, so a stdin/stdout problem cannot
-be fed through the real stdin: :func:`run_io` executes the reply once per test case in a fresh
-namespace, with ``sys.stdin`` (and ``open(0)``) reading the case's input and ``sys.stdout``
-captured, the way LiveCodeBench's ``testing_util`` (forked from APPS's) does in-process.
+:mod:`tracerl.tasks.graders.code` runs two sandboxed programs for each reply
+(:func:`tracerl.tasks.sandbox.run_python_pair`). The reply's one (:mod:`.reply_server`)
+defines the reply's code and answers calls; this one holds the tests, calls the reply's
+functions through :class:`Reply` proxies (arguments and results cross as plain data,
+:mod:`.wire`, decoded here with this process's own types) and compares here. Its stdin and
+stdout are the line to the reply's process, nothing else is shared, and this program alone
+says "passed" (:data:`VERDICT`, last on stderr, exit status 0): no exit status, file, nonce or
+output of the reply's process can. Forms:
 
-Every failure ends the program with one line on stderr and exit status 1 (the sandbox's
-``reason`` then reads "error: test 3 of 20: wrong answer ..."); passing every case ends it
-normally. As in the established harnesses, the reply runs in the runner's process: the sandbox
-guards the machine, not the score against a program written to fool its own tests (values
-of a class the reply defines are refused as call results, which stops the common
-"equal to everything" object).
+* :func:`run_check`: HumanEval's ``check(candidate)`` (after the prompt's own helpers), MBPP's
+  asserts and MBPP+'s script, calling the reply's functions by name;
+* :func:`run_io`: stdin/stdout cases (the reply's process runs its program on the input and
+  sends back what it printed, as LiveCodeBench's ``testing_util`` does in-process; compared
+  here) and call-based cases (``fn_name``, or LeetCode's ``Solution().fn_name``);
+* :func:`run_pytest`: KodCode's pytest files, ``solution`` a module of proxies (assigning one
+  of its plain attributes, as ``monkeypatch.setattr("solution.X", v)`` does, is forwarded).
+
+A failure of the reply's process (it ended, timed out, sent what is not plain data) fails
+the run even where a test catches the error. Every failure ends the program with one line on
+stderr and exit status 1 (the reason then reads "error: test 3 of 20: wrong answer ...").
 """
 
 from __future__ import annotations
 
 import builtins
 import contextlib
-import inspect
-import io
+import importlib
 import json
 import os
-import signal
+import re
 import sys
-import tempfile
-import threading
-import types
-import unittest
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
-# LiveCodeBench's import_string (lcb_runner/evaluation/testing_util.py), run before every
-# reply: starter code says ``List[int]`` without importing typing, solutions use ``deque``...
-PRELUDE = "\n".join([
-    *(f"from {m} import *" for m in ("string", "re", "datetime", "collections", "heapq", "bisect", "copy",
-                                     "math", "random", "statistics", "itertools", "functools", "operator",
-                                     "io", "sys", "json", "builtins", "typing")),
-    "import string, re, datetime, collections, heapq, bisect, copy, math, random, statistics",
-    "import itertools, functools, operator, io, sys, json",
-    "sys.setrecursionlimit(50000)",
-])
+with contextlib.suppress(ImportError):  # in the sandbox, wire's source comes first in the same program
+    from .wire import Channel, decode, encode
 
+VERDICT = "tracerl-verdict: passed"  # the last line on stderr of a run whose tests all passed
 
-class CaseTimeout(BaseException):
-    """A case ran past its time. A BaseException, so a reply's ``except Exception`` keeps it."""
-
-
-class _Kept(io.BytesIO):
-    """Captured output that survives the reply closing ``sys.stdout``."""
-
-    def close(self) -> None:
-        pass
-
-
-def _alarm(seconds: float) -> None:
-    signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.0))
-
-
-def _on_alarm(signum: int, frame: Any) -> None:
-    raise CaseTimeout
-
-
-def _fail(index: int, total: int, why: str) -> None:
+def _stop(why: str) -> None:
+    """End the tests' program: failed, for the reason ``why`` (one line)."""
     sys.stdout = sys.__stdout__
-    print(f"test {index + 1} of {total}: {why}"[:300], file=sys.__stderr__)
+    print(why.replace("\n", " ")[:300], file=sys.__stderr__)
     sys.exit(1)
 
 
-def _namespace(stdin: io.TextIOWrapper) -> dict[str, Any]:
-    """A fresh ``__main__`` namespace with LiveCodeBench's imports and ``open(0)`` as stdin."""
-    real_open = builtins.open
-
-    def opened(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
-        if file in (0, "/dev/stdin"):  # open(0).read(): the AtCoder idiom
-            return stdin.buffer if "b" in mode else stdin
-        return real_open(file, mode, *args, **kwargs)
-
-    namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
-    exec(PRELUDE, namespace)
-    namespace["open"] = opened
-    return namespace
+def _fail(index: int, total: int, why: str) -> None:
+    _stop(f"test {index + 1} of {total}: {why}")
 
 
-def _join_threads(deadline: float) -> None:
-    """Wait for threads the reply started (``Thread(target=main).start()`` for a deeper stack)."""
-    for thread in threading.enumerate():
-        if thread is not threading.current_thread() and not thread.daemon:
-            thread.join(max(deadline, 0.01))
+def _decimals(line: str) -> list[Any] | None:
+    from decimal import Decimal, InvalidOperation
 
-
-def run_stdin_case(code: Any, data: str, seconds: float) -> str:
-    """Run compiled ``code`` as a script reading ``data``; what it printed."""
-    stdin = io.TextIOWrapper(io.BytesIO(data.encode()), encoding="utf-8")
-    raw = _Kept()
-    stdout = io.TextIOWrapper(raw, encoding="utf-8", write_through=True)
-    saved = sys.stdin, sys.stdout
-    sys.stdin, sys.stdout = stdin, stdout
-    try:
-        _alarm(seconds)
-        with contextlib.suppress(SystemExit):  # exit() after the answer ends the case, as in LiveCodeBench
-            exec(code, _namespace(stdin))
-        _join_threads(seconds)
-    finally:
-        _alarm(0)
-        with contextlib.suppress(ValueError):  # the reply closed it
-            stdout.flush()
-        sys.stdin, sys.stdout = saved
-    return raw.getvalue().decode("utf-8", "replace")
-
-
-def _decimals(line: str) -> list[Decimal] | None:
     try:
         return [Decimal(token) for token in line.split()]
     except (InvalidOperation, ValueError):
@@ -134,20 +74,10 @@ def same_output(got: str, want: str) -> bool:
     return True
 
 
-def _plain(value: Any) -> bool:
-    """Whether ``value`` is built of types the reply did not define."""
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return type(value).__module__ == "builtins" and all(_plain(v) for v in value)
-    if isinstance(value, dict):
-        return type(value).__module__ == "builtins" and all(_plain(k) and _plain(v) for k, v in value.items())
-    return type(value).__module__ in ("builtins", "numpy", "decimal", "fractions")
-
-
 def same_value(got: Any, want: Any, unwrap: bool) -> bool:
-    """A call's result against the recorded one: LiveCodeBench's ``==`` with tuples read as
-    lists; ``unwrap`` adds APPS's forms (outputs stored inside a one-element list)."""
-    if not _plain(got):
-        return False
+    """A call's result (decoded here, so of this process's types) against the recorded one:
+    LiveCodeBench's ``==`` with tuples read as lists; ``unwrap`` adds APPS's forms (outputs
+    stored inside a one-element list)."""
     if isinstance(got, tuple):
         got = list(got)
     if got == want:
@@ -160,250 +90,206 @@ def same_value(got: Any, want: Any, unwrap: bool) -> bool:
     return False
 
 
-def _callable(namespace: dict[str, Any], name: str) -> Any:
-    """LeetCode's ``Solution().name``, else a module-level ``name``."""
-    solution = namespace.get("Solution")
-    if isinstance(solution, type) and hasattr(solution, name):
-        return getattr(solution(), name)
-    return namespace.get(name)
+_NO_IMPORT = {"antigravity", "this", "idlelib", "tkinter", "turtle", "turtledemo", "webbrowser", "pydoc"}
 
 
-def _run_calls(code: Any, spec: dict[str, Any]) -> None:
-    cases, seconds, total = spec["cases"], spec["timeout"], len(spec["cases"])
-    sink = io.TextIOWrapper(_Kept(), encoding="utf-8")
-    sys.stdout = sink  # what the reply prints while being called is not its answer
-    stdin = io.TextIOWrapper(io.BytesIO(b""), encoding="utf-8")
-    try:
-        _alarm(seconds)
-        namespace = _namespace(stdin)
-        exec(code, namespace)
-        _alarm(0)
-    except CaseTimeout:
-        _fail(0, total, "timed out defining the solution")
-    except BaseException as exc:
-        _fail(0, total, f"error defining the solution: {type(exc).__name__}: {exc}")
-    function = _callable(namespace, spec["fn_name"])
-    if not callable(function):
-        _fail(0, total, f"no function {spec['fn_name']!r} (nor Solution().{spec['fn_name']})")
-    for index, case in enumerate(cases):
-        args = case["args"] if isinstance(case["args"], list) else [case["args"]]
+class ReplyError(BaseException):
+    """The reply's process failed: it ended, timed out or sent what is not plain data. A
+    BaseException, so a test's ``except Exception`` or ``pytest.raises(Exception)`` does not
+    take it for the error it expects; the run fails whatever the test does with it."""
+
+
+def _raised(raised: Any) -> BaseException:
+    """The exception a call raised over there, as a built-in exception of this process."""
+    if not (isinstance(raised, list) and len(raised) == 2 and all(type(x) is str for x in raised)):
+        return ReplyError("the reply's process sent what is not a message")
+    name, message = raised
+    kind = getattr(builtins, name, None) if name.isidentifier() else None
+    if isinstance(kind, type) and issubclass(kind, Exception):
+        with contextlib.suppress(Exception):
+            return kind(message)
+    return RuntimeError(f"{name}: {message}")
+
+
+class Reply:
+    """The reply's process, seen from the tests: calls go out as plain data, results come
+    back decoded with this process's types; :attr:`broken` once the process failed."""
+
+    def __init__(self, call_timeout: float | None = None) -> None:
+        self.channel = Channel(os.dup(0), os.dup(1))
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(null, 1)  # what the tests print goes nowhere, never into the line
+        sys.stdin, sys.stdout = open(os.devnull), open(os.devnull, "w")  # noqa: SIM115
+        self.call_timeout = call_timeout
+        self.broken = ""
+        ready = self._receive(None)
+        if "ready" not in ready:
+            self.broken = f"error defining the solution: {str(ready.get('error'))[:200]}"
+            raise ReplyError(self.broken)
+        names = ready["ready"] if isinstance(ready["ready"], dict) else {}
+        self.functions = [n for n in names.get("functions", []) if type(n) is str and n.isidentifier()]
+        modules = names.get("modules", {})
+        self.modules = {k: v for k, v in modules.items() if type(v) is str and k.isidentifier()} \
+            if isinstance(modules, dict) else {}
+        values = names.get("values", {})
+        self.values = values if isinstance(values, dict) else {}
+
+    def _fail(self, why: str) -> ReplyError:
+        self.broken = self.broken or why
+        return ReplyError(why)
+
+    def _receive(self, timeout: float | None) -> dict[str, Any]:
+        if self.broken:
+            raise ReplyError(self.broken)
         try:
-            _alarm(seconds)
-            got = function(*args)
-            _alarm(0)
-        except CaseTimeout:
-            _fail(index, total, f"timeout after {seconds} s")
-        except BaseException as exc:
-            _fail(index, total, f"{type(exc).__name__}: {exc}")
-        finally:
-            _alarm(0)
-        if not same_value(got, case["expected"], spec.get("unwrap", False)):
-            _fail(index, total, f"wrong answer: got {got!r:.80}, expected {case['expected']!r:.80}")
-    sys.stdout = sys.__stdout__
+            return self.channel.receive(timeout)
+        except TimeoutError:
+            raise self._fail(f"timeout after {timeout} s") from None
+        except EOFError:
+            raise self._fail("the reply's process ended") from None
+        except ValueError as exc:
+            raise self._fail(f"the reply's process sent what is not a message ({exc})"[:200]) from None
+
+    def _ask(self, message: dict[str, Any]) -> Any:
+        if self.broken:
+            raise ReplyError(self.broken)
+        try:
+            self.channel.send({**message, "timeout": self.call_timeout})
+        except OSError:
+            raise self._fail("the reply's process ended") from None
+        answer = self._receive(self.call_timeout + 2.0 if self.call_timeout else None)
+        if "timeout" in answer:
+            raise self._fail(f"timeout after {self.call_timeout} s")
+        if "refused" in answer:
+            raise self._fail(f"the reply's result is not plain data ({str(answer['refused'])[:150]})")
+        if "raised" in answer:
+            raise _raised(answer["raised"])
+        try:
+            value = decode(answer["value"])
+        except (KeyError, ValueError, TypeError, RecursionError):
+            raise self._fail("the reply's process sent what is not plain data") from None
+        return value, answer
+
+    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], solution: bool = False) -> Any:
+        """``name(*args, **kwargs)`` in the reply's process; arguments it changed in place are changed here too."""
+        value, answer = self._ask({"call": name, "args": encode(list(args)), "kwargs": encode(dict(kwargs)),
+                                   "solution": solution})
+        if type(answer.get("out")) is str and answer["out"]:
+            sys.stdout.write(answer["out"])
+        mutated = answer.get("mutated")
+        for index, tree in (mutated.items() if isinstance(mutated, dict) else ()):
+            arg, new = args[int(index)], decode(tree)
+            if type(arg) is list and type(new) is list:
+                arg[:] = new
+            elif type(arg) in (dict, set) and type(new) is type(arg):
+                arg.clear()
+                arg.update(new)
+        return value
+
+    def function(self, name: str, solution: bool = False) -> Any:
+        """A proxy of the reply's ``name``: a function of this process."""
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return self.call(name, args, kwargs, solution)
+
+        call.__name__ = call.__qualname__ = name
+        return call
+
+    def script(self, stdin: str) -> str:
+        """What the reply's program prints reading ``stdin``."""
+        value, _ = self._ask({"stdin": stdin})
+        if type(value) is not str:
+            raise self._fail("the reply's process sent what is not text")
+        return value
+
+    def set(self, name: str, value: Any) -> None:
+        """Assign the reply's module-level ``name`` (``monkeypatch.setattr("solution.X", v)``)."""
+        self._ask({"set": name, "value": encode(value)})
+
+    def bind(self, namespace: dict[str, Any], tests: str) -> None:
+        """The reply's functions (as proxies) and the standard modules it imported that the
+        ``tests`` name (imported here: MBPP's asserts say ``math.isclose`` and count on the
+        reply's ``import math``) under their names, except names of built-ins: a reply's
+        ``len`` is not the tests' ``len``."""
+        for alias, module in self.modules.items():
+            top = module.partition(".")[0]
+            if (not hasattr(builtins, alias) and top in sys.stdlib_module_names and top not in _NO_IMPORT
+                    and re.search(rf"\b{re.escape(alias)}\b", tests)):
+                with contextlib.suppress(Exception):
+                    namespace[alias] = importlib.import_module(module)
+        for name in self.functions:
+            if not hasattr(builtins, name):
+                namespace[name] = self.function(name)
+
+
+def _connect(call_timeout: float | None = None) -> Reply:
+    try:
+        return Reply(call_timeout)
+    except ReplyError as exc:
+        _stop(str(exc))
+        raise
+
+
+def _passed(reply: Reply, total: int) -> None:
+    """Every test passed: say so, unless the reply's process failed on the way (a test caught it)."""
+    if reply.broken:
+        _stop(reply.broken)
+    print(VERDICT, file=sys.__stderr__, flush=True)
+
+
+def _where(exc: BaseException, filename: str) -> str:
+    """``exc`` with the tests' line it came from."""
+    line = 0
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == filename:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return f"{what} (line {line} of the tests)" if line else what
+
+
+def run_check(spec_json: str) -> None:
+    """HumanEval's, MBPP's and MBPP+'s tests: run ``spec["before"]`` (the prompt's helpers the
+    tests use), bind ``spec["bind"]`` (names, or "all" the reply's functions) to proxies, then
+    run ``spec["test"]``; any error or failed assert fails."""
+    spec = json.loads(spec_json)
+    reply = _connect()
+    namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+    try:
+        exec(compile(spec.get("before") or "", "prompt.py", "exec"), namespace)
+    except BaseException as exc:
+        _stop(f"the tests' own setup fails: {type(exc).__name__}: {exc}")
+    if spec["bind"] == "all":
+        reply.bind(namespace, spec["test"])
+    else:
+        namespace.update({name: reply.function(name) for name in spec["bind"]})
+    try:
+        exec(compile(spec["test"], "tests.py", "exec"), namespace)
+    except BaseException as exc:
+        _stop(reply.broken or _where(exc, "tests.py"))
+    _passed(reply, 1)
 
 
 def run_io(spec_json: str) -> None:
-    """Run ``spec["code"]`` on every case: ``mode`` "stdin" (cases of ``input``/``output``
-    text) or "call" (cases of ``args``/``expected``, calling ``fn_name``); ``timeout`` seconds
-    each. Stops at the first failure, as LiveCodeBench does."""
+    """Every case of ``spec["cases"]``: ``mode`` "stdin" (cases of ``input``/``output`` text)
+    or "call" (cases of ``args``/``expected``, calling ``fn_name``); ``timeout`` seconds each.
+    Stops at the first failure, as LiveCodeBench does."""
     spec = json.loads(spec_json)
-    signal.signal(signal.SIGALRM, _on_alarm)
-    try:
-        code = compile(spec["code"], "solution.py", "exec")
-    except (SyntaxError, ValueError) as exc:
-        _fail(0, len(spec["cases"]), f"the code does not compile: {exc}")
-    if spec["mode"] == "call":
-        _run_calls(code, spec)
-        return
-    total = len(spec["cases"])
-    for index, case in enumerate(spec["cases"]):
+    reply = _connect(spec["timeout"])
+    cases, total = spec["cases"], len(spec["cases"])
+    for index, case in enumerate(cases):
         try:
-            got = run_stdin_case(code, case["input"], spec["timeout"])
-        except CaseTimeout:
-            _fail(index, total, f"timeout after {spec['timeout']} s")
-        except BaseException as exc:
-            _fail(index, total, f"{type(exc).__name__}: {exc}")
-        if not same_output(got, case["output"]):
-            _fail(index, total, f"wrong answer: got {got.strip()[:60]!r}, expected {case['output'].strip()[:60]!r}")
-
-
-# -- pytest-style test files (KodCode) -----------------------------------------------------------
-
-class _Captured(tuple):
-    """``(out, err)`` that also reads as ``.out`` / ``.err``, like pytest's CaptureResult."""
-
-    @property
-    def out(self) -> str:
-        return str(self[0])
-
-    @property
-    def err(self) -> str:
-        return str(self[1])
-
-
-class _Capsys:
-    """pytest's ``capsys``: the test's stdout and stderr, read with ``readouterr()``."""
-
-    def __init__(self) -> None:
-        self.saved = sys.stdout, sys.stderr
-        self.out, self.err = io.StringIO(), io.StringIO()
-        sys.stdout, sys.stderr = self.out, self.err
-
-    def readouterr(self) -> _Captured:
-        captured = _Captured((self.out.getvalue(), self.err.getvalue()))
-        for stream in (self.out, self.err):
-            stream.seek(0)
-            stream.truncate()
-        return captured
-
-    def close(self) -> None:
-        sys.stdout, sys.stderr = self.saved
-
-
-def _builtin_fixture(name: str, teardown: list[Any]) -> Any:
-    """The pytest built-in fixtures KodCode tests use; KeyError for any other."""
-    if name in ("tmp_path", "tmpdir"):
-        from pathlib import Path
-
-        return Path(tempfile.mkdtemp(dir=os.getcwd()))
-    if name == "capsys":
-        capture = _Capsys()
-        teardown.append(capture.close)
-        return capture
-    if name == "monkeypatch":
-        import pytest
-
-        patcher = pytest.MonkeyPatch()
-        teardown.append(patcher.undo)
-        return patcher
-    raise KeyError(f"fixture {name!r} is not supported")
-
-
-def _fixture_function(obj: Any) -> Any:
-    """The function behind ``@pytest.fixture`` (pytest 8.4+ wraps it in an object), or None."""
-    if hasattr(obj, "_get_wrapped_function"):
-        return obj._get_wrapped_function()
-    if hasattr(obj, "_pytestfixturefunction"):
-        wrapped = getattr(obj, "__pytest_wrapped__", None)
-        return getattr(wrapped, "obj", obj)
-    return None
-
-
-def _fixture(name: str, module: dict[str, Any], teardown: list[Any]) -> Any:
-    """Fixture ``name``: one the test module defines (generators included), else a built-in
-    one; a fresh value for every test, whatever its declared scope."""
-    function = _fixture_function(module.get(name))
-    if function is None:
-        return _builtin_fixture(name, teardown)
-    kwargs = {p: _fixture(p, module, teardown) for p in inspect.signature(function).parameters}
-    value = function(**kwargs)
-    if inspect.isgenerator(value):
-        teardown.append(lambda gen=value: next(gen, None))
-        value = next(value)
-    return value
-
-
-def _marks(*owners: Any) -> list[Any]:
-    found: list[Any] = []
-    for owner in owners:
-        marks = getattr(owner, "pytestmark", [])
-        found += marks if isinstance(marks, list) else [marks]
-    return found
-
-
-def _parameter_sets(marks: list[Any]) -> list[dict[str, Any]]:
-    """The argument sets ``@pytest.mark.parametrize`` marks ask for (stacked ones multiply)."""
-    sets: list[dict[str, Any]] = [{}]
-    for mark in (m for m in marks if getattr(m, "name", "") == "parametrize"):
-        names, values = mark.args[0], mark.args[1]
-        names = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
-        rows = []
-        for value in values:
-            if type(value).__name__ == "ParameterSet":  # pytest.param(...)
-                row = list(value.values)
+            if spec["mode"] == "stdin":
+                got = reply.script(case["input"])
+                right = same_output(got, case["output"])
             else:
-                row = [value] if len(names) == 1 else list(value)
-            rows.append(dict(zip(names, row)))
-        sets = [{**s, **r} for s in sets for r in rows]
-    return sets
-
-
-def _skipped(marks: list[Any]) -> bool:
-    for mark in marks:
-        name = getattr(mark, "name", "")
-        if name == "skip" or name == "skipif" and mark.args and mark.args[0]:
-            return True
-    return False
-
-
-def _run_test(function: Any, owner: Any, module: dict[str, Any]) -> None:
-    """Run one collected test function (or method of ``owner``) for each of its parameter sets."""
-    marks = _marks(function, owner)
-    if _skipped(marks):
-        return
-    expect_failure = any(getattr(m, "name", "") == "xfail" for m in marks)
-    for params in _parameter_sets(marks):
-        teardown: list[Any] = []
-        try:
-            target = function
-            if owner is not None:
-                instance = owner()
-                if hasattr(instance, "setup_method"):
-                    instance.setup_method(function)
-                target = getattr(instance, function.__name__)
-            wanted = [p for p in inspect.signature(target).parameters if p not in params]
-            kwargs = {**params, **{p: _fixture(p, module, teardown) for p in wanted}}
-            try:
-                target(**kwargs)
-            except BaseException:
-                if not expect_failure:
-                    raise
-        finally:
-            for undo in reversed(teardown):
-                undo()
-
-
-def _collect(module: dict[str, Any]) -> list[tuple[str, Any, Any]]:
-    """pytest's collection: ``test*`` functions, ``test*`` methods of ``Test*`` classes and
-    unittest cases, in the order the file defines them."""
-    items: list[tuple[str, Any, Any]] = []
-    for name, obj in list(module.items()):
-        if isinstance(obj, type) and issubclass(obj, unittest.TestCase):
-            items.append((name, obj, "unittest"))
-        elif isinstance(obj, type) and name.startswith("Test"):
-            items += [(f"{name}.{m}", getattr(obj, m), obj) for m in vars(obj) if m.startswith("test")
-                      and callable(getattr(obj, m))]
-        elif name.startswith("test") and inspect.isfunction(obj):
-            items.append((name, obj, None))
-    return items
-
-
-def run_pytest(spec_json: str) -> None:
-    """KodCode: write ``spec["code"]`` as ``solution.py``, import ``spec["test"]`` (a pytest
-    file doing ``from solution import ...``) and run its tests with the small runner above
-    (pytest itself need not be importable; a test file that imports it needs it)."""
-    spec = json.loads(spec_json)
-    with open("solution.py", "w", encoding="utf-8") as f:
-        f.write(spec["code"])
-    sys.path.insert(0, os.getcwd())
-    module = types.ModuleType("test_solution")
-    module.__file__ = os.path.join(os.getcwd(), "test_solution.py")
-    sys.modules["test_solution"] = module
-    try:
-        exec(compile(spec["test"], module.__file__, "exec"), module.__dict__)
-    except BaseException as exc:
-        _fail(0, 1, f"the tests do not import: {type(exc).__name__}: {exc}")
-    items = _collect(module.__dict__)
-    if not items:
-        _fail(0, 1, "the test file has no tests")
-    for index, (name, obj, owner) in enumerate(items):
-        try:
-            if owner == "unittest":
-                result = unittest.TextTestRunner(stream=io.StringIO()).run(
-                    unittest.defaultTestLoader.loadTestsFromTestCase(obj))
-                if not result.wasSuccessful():
-                    raise AssertionError(f"{len(result.failures) + len(result.errors)} unittest failures")
-            else:
-                _run_test(obj, owner, module.__dict__)
+                args = case["args"] if isinstance(case["args"], list) else [case["args"]]
+                got = reply.call(spec["fn_name"], tuple(args), {}, solution=True)
+                right = same_value(got, case["expected"], spec.get("unwrap", False))
         except BaseException as exc:
-            _fail(index, len(items), f"{name}: {type(exc).__name__}: {exc}")
+            _fail(index, total, reply.broken or f"{type(exc).__name__}: {exc}")
+        if not right:
+            want = case.get("output", case.get("expected"))
+            _fail(index, total, f"wrong answer: got {str(got).strip()[:60]!r}, expected {str(want).strip()[:60]!r}")
+    _passed(reply, total)

@@ -4,6 +4,9 @@ r"""Math answer grading: extract the final answer from a reply, then compare it 
 
 Extraction (:func:`extract_answer`), first match wins: the last ``\boxed{...}`` / ``\fbox{...}``
 (nested braces kept), the last "The answer is X" / "Final answer: X", the last "#### X".
+:func:`grade` reads them all (:func:`final_answers`): a reply that states several different
+final answers ("\boxed{3} \boxed{4}", "The answer is 3. The answer is 4.", "either 3 or 4")
+is wrong, whichever of them is right.
 
 Comparison (:func:`is_equiv`) after :func:`normalize` (LaTeX spacing, ``\left``/``\right``,
 ``\text{}``, ``\dfrac``/``\tfrac``, ``\frac34``, ``\sqrt2``, ``$``/``%``/degrees, trailing units
@@ -42,6 +45,13 @@ _CHOICE = re.compile(r"^\(([A-Za-z])\)$")
 _DEC = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d{1,3})?"
 _ANSWER_IS = re.compile(r"(?:answer is|final answer:)[:\s]*(.+?)[ \t]*(?:\.[ \t]*)?$", re.IGNORECASE | re.MULTILINE)
 _HASHES = re.compile(r"####[ \t]*(.+?)[ \t]*$", re.MULTILINE)
+# Where a statement of a final answer starts: "the answer is", "final answer:", and "Answer:"
+# opening a line or a sentence.
+_MARKER = re.compile(r"(?:answer is|final answer\s*:|(?:^|(?<=[.!?]\s))[ \t*#]*answer[ \t*]*:)[:\s*]*",
+                     re.IGNORECASE)
+_BOX = re.compile(r"(?<!\\)\\(?:boxed|fbox)(?![a-zA-Z])")
+_OR = re.compile(r"\s+or\s+|^\s*either\s+", re.IGNORECASE)
+_THINK_END = "</think>"
 
 
 # ---------------------------------------------------------------------------- braces
@@ -79,17 +89,25 @@ def _box_at(text: str, start: int) -> tuple[str, int] | None:
     return _group(text, i) if i < len(text) else None
 
 
-def last_boxed(text: str) -> str | None:
-    """The content of the last top-level ``\\boxed{...}`` or ``\\fbox{...}`` (``\\boxed 5`` too)."""
-    found, i = None, 0
-    pattern = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])")
-    while (m := pattern.search(text, i)) is not None:
+def boxes(text: str) -> list[str]:
+    """The contents of every top-level ``\\boxed{...}`` or ``\\fbox{...}`` (``\\boxed 5`` too),
+    in order. ``\\\\boxed`` is not a box: in LaTeX that is a line break and the word "boxed" (it
+    is also how a box reads inside a JSON-escaped string, such as a dataset row)."""
+    found, i = [], 0
+    while (m := _BOX.search(text, i)) is not None:
         box = _box_at(text, m.start())
         if box is None:
             i = m.end()
             continue
-        found, i = box[0], box[1]
+        found.append(box[0])
+        i = box[1]
     return found
+
+
+def last_boxed(text: str) -> str | None:
+    """The content of the last top-level box (see :func:`boxes`), or None."""
+    found = boxes(text)
+    return found[-1] if found else None
 
 
 def _rewrite_commands(s: str, rewrite) -> str:
@@ -145,6 +163,68 @@ def extract_answer(text: str | None) -> str | None:
         if found:
             return found[-1]
     return None
+
+
+def final_answers(text: str | None, alternatives: bool = True) -> list[str]:
+    r"""Every final answer ``text`` states, each once, in order: what a grader holds to the rule
+    that **a reply stating several different final answers scores 0** (docs/benchmarks.md, "What
+    a grader promises"): the grader checks them all, and never picks one.
+
+    Read after the last ``</think>`` (the reasoning before it states no final answer): the
+    content of every top-level box, every "The answer is X" / "Final answer: X", every line
+    "Answer: X" and every "#### X" whose X holds no box (one that does, "the answer is
+    $\boxed{5}$. I hope it is correct", is that box). With ``alternatives``, an X outside a box that offers alternatives
+    ("either 3 or 4", "3 or 4") counts as each of them; inside a box math-verify reads them as
+    a set. Answers equal after :func:`normalize` count once. [] when the reply states none.
+    """
+    return [answer for answer, _boxed in stated_answers(text, alternatives)]
+
+
+def stated_answers(text: str | None, alternatives: bool = True) -> list[tuple[str, bool]]:
+    """:func:`final_answers`, each with whether it was boxed."""
+    if not text:
+        return []
+    text = text.rsplit(_THINK_END, 1)[-1]
+    found = [(box, True) for box in boxes(text)]
+    for stated in [*_statements(text), *_HASHES.findall(text)]:
+        if _BOX.search(stated):
+            continue
+        parts = [p for p in _OR.split(stated) if p.strip()] if alternatives else [stated]
+        found += [(p, False) for p in parts]
+    distinct: dict[str, tuple[str, bool]] = {}
+    for answer, boxed in found:
+        distinct.setdefault(normalize(answer) or answer.strip(), (answer.strip(), boxed))
+    return list(distinct.values())
+
+
+def _statements(text: str) -> list[str]:
+    """The X of each "the answer is X" / "Final answer: X" / "Answer: X": up to the end of its
+    line, or, where another statement follows on the line ("The answer is 3. The answer is
+    4."), up to the end of its own sentence; a closing period dropped."""
+    found = []
+    for line in text.splitlines():
+        marks = list(_MARKER.finditer(line))
+        for k, mark in enumerate(marks):
+            stated = line[mark.end():marks[k + 1].start() if k + 1 < len(marks) else len(line)]
+            if k + 1 < len(marks):
+                cut = max(stated.rfind(". "), stated.rfind("; "))
+                stated = stated[:cut] if cut >= 0 else stated
+            stated = re.sub(r"[ \t]*(?:\.[ \t]*)?$", "", stated)
+            if stated.strip():
+                found.append(stated)
+    return found
+
+
+def plain(answer: str) -> bool:
+    """Whether a stated answer can be an answer at all: its braces balance and it holds no ``"``.
+    What a JSON dump of a row leaves after "#### 18" or "Answer:" (``18"}``, ``34", "style"``) is
+    not one; an answer read from such an echo scores 0 however it reads as math."""
+    depth = 0
+    for c in answer:
+        depth += {"{": 1, "}": -1}.get(c, 0)
+        if depth < 0:
+            return False
+    return depth == 0 and '"' not in answer
 
 
 def normalize(answer: str) -> str:
@@ -203,8 +283,10 @@ def is_equiv(pred: str | None, ref: str | None) -> bool:
 
 
 def grade(text: str | None, reference: str | None) -> bool:
-    """Whether the final answer of ``text`` equals ``reference``."""
-    return is_equiv(extract_answer(text), reference)
+    """Whether ``text`` states a final answer and every final answer it states
+    (:func:`final_answers`) equals ``reference``."""
+    answers = final_answers(text)
+    return bool(answers) and all(plain(a) and is_equiv(a, reference) for a in answers)
 
 
 def numeric_close(pred: str | None, ref: str | None, rel: float = 1e-2) -> bool:

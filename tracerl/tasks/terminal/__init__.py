@@ -14,11 +14,16 @@ Every episode gets a fresh work folder. ``setup.sh``, the agent's commands and `
 run there with ``bash``, in the code sandbox (:func:`~tracerl.tasks.sandbox.run_shell`: under
 bubblewrap no network, a read-only system, the work folder the one writable place, limits on
 memory, CPU, processes and output). The task's own folder is visible only to ``setup.sh`` and
-``test.sh``, as ``$TASK_DIR``: the agent cannot read the tests or the solution. Each command is a
-new ``bash``: files persist between commands, the current folder and variables do not.
+``test.sh``, as ``$TASK_DIR``: for the agent's commands every task folder the sandbox would show
+(this one, its siblings, the built-in ones inside the installed package, every registered set)
+is covered by an empty one (:func:`~.environment.hidden_folders`), and where bubblewrap does not
+run, terminal tasks are refused unless ``--allow-unsandboxed`` accepts the risk. Each command is
+a new ``bash``: files persist between commands, the current folder and variables do not.
+``task.yaml`` is checked by :class:`TaskSettings` (strict types, bounds), each mistake one line
+naming the file and the key.
 
-``tracerl tasks check terminal`` runs every task's solution and a no-op through its tests (the
-solution must score 1 and doing nothing 0, as Terminal-Bench checks its tasks). Your own tasks:
+``tracerl tasks check terminal [--path FOLDER]`` runs every task's solution and a no-op through
+its tests (the solution must score 1 and doing nothing 0, as Terminal-Bench checks its tasks). Your own tasks:
 ``register("my-terminal", "path/to/folder-of-task-folders")``, then ``tracerl train my-terminal``
 from code that imports it, or put them under ``$TRACERL_DATA_DIR/terminal/`` to add them to the
 built-in ``terminal`` task.
@@ -29,7 +34,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from tracerl.core.errors import ConfigError
 from tracerl.core.types import Task
@@ -42,6 +49,21 @@ SYSTEM_PROMPT = (
     "short script in one ```bash block) and you then see its output and exit status. Work step by step. "
     "When the task is done, reply: exit"
 )
+
+
+class TaskSettings(BaseModel):
+    """A task folder's ``task.yaml``: every key optional, each checked (strict: ``"5"`` is not 5)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    split: Literal["train", "test"] | None = None
+    """The task's split; None: drawn by the task name's hash, as the catalogue splits rows."""
+    max_turns: int = Field(10, ge=1, le=1000)
+    """Replies (commands) the agent may make before the tests run."""
+    command_timeout_s: float = Field(10.0, gt=0, le=3600)
+    """Seconds one of the agent's commands may run before it is killed."""
+    test_timeout_s: float = Field(30.0, gt=0, le=3600)
+    """Seconds setup.sh, and then test.sh, may run; a test.sh past it scores 0, with the reason said."""
 
 
 @dataclass(frozen=True)
@@ -61,32 +83,53 @@ class TerminalTask:
         return path.read_text(encoding="utf-8") if path.is_file() else None
 
 
+def _settings(path: Path) -> TaskSettings:
+    """``path``'s task.yaml, validated; each mistake one ConfigError line naming the file and the key."""
+    import yaml
+    from pydantic import ValidationError
+
+    file = path / "task.yaml"
+    if not file.is_file():
+        return TaskSettings()
+    try:
+        loaded = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise ConfigError(f"terminal task {file}: not valid YAML{where}: {problem}") from None
+    if loaded is None:
+        return TaskSettings()
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"terminal task {file}: must be a mapping of settings "
+                          f"({', '.join(TaskSettings.model_fields)}), not {type(loaded).__name__}")
+    try:
+        return TaskSettings.model_validate(loaded)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            key = ".".join(str(x) for x in error.get("loc", ())) or "task.yaml"
+            if error.get("type") == "extra_forbidden":
+                problems.append(f"{key}: unknown setting (known: {', '.join(TaskSettings.model_fields)})")
+            else:
+                problems.append(f"{key}: {error.get('msg')} (got {error.get('input')!r})")
+        raise ConfigError(f"terminal task {file}: {'; '.join(problems)}") from None
+
+
 def read_task(folder: str | os.PathLike[str]) -> TerminalTask:
-    """The task in ``folder``; a ConfigError line names the folder and what is missing or wrong."""
+    """The task in ``folder``; a ConfigError line names the folder (or its task.yaml) and what is
+    missing or wrong."""
     path = Path(folder)
     for required in ("instruction.md", "test.sh"):
         if not (path / required).is_file():
             raise ConfigError(f"terminal task {path}: no {required} (a task folder holds instruction.md, "
                               "test.sh, solution.sh and optionally setup.sh, task.yaml, files/)")
-    settings: dict[str, Any] = {}
-    if (path / "task.yaml").is_file():
-        import yaml
-
-        loaded = yaml.safe_load((path / "task.yaml").read_text(encoding="utf-8")) or {}
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"terminal task {path}: task.yaml must be a mapping of settings")
-        unknown = set(loaded) - {"split", "max_turns", "command_timeout_s", "test_timeout_s"}
-        if unknown:
-            raise ConfigError(f"terminal task {path}: task.yaml has unknown settings {sorted(unknown)} "
-                              "(known: split, max_turns, command_timeout_s, test_timeout_s)")
-        settings = loaded
-    split = settings.pop("split", None)
-    if split not in (None, "train", "test"):
-        raise ConfigError(f"terminal task {path}: split must be train or test, not {split!r}")
+    settings = _settings(path)
     instruction = (path / "instruction.md").read_text(encoding="utf-8").strip()
     if not instruction:
         raise ConfigError(f"terminal task {path}: instruction.md is empty")
-    return TerminalTask(path.name, path, instruction, split, **settings)
+    return TerminalTask(path.name, path, instruction, settings.split, settings.max_turns,
+                        settings.command_timeout_s, settings.test_timeout_s)
 
 
 def read_tasks(root: str | os.PathLike[str]) -> list[TerminalTask]:

@@ -75,15 +75,30 @@ def _stage(name: str, work: Workspace, result: Any) -> None:
     """A span for the environment's own scripts (setup, tests) with their outputs, timed as they ran."""
     import time
 
+    from opentelemetry.trace import Status, StatusCode
+
     from tracerl.core.record import session_tracer
 
     attrs = {"tracerl.span.type": "terminal", "tracerl.terminal.task": work.task.name,
              "tracerl.shell.exit_code": -1 if result.returncode is None else result.returncode,
-             "tracerl.shell.output": result.stdout[-4000:]}
+             "tracerl.shell.reason": result.reason, "tracerl.shell.output": result.stdout[-4000:]}
     end = time.time_ns()
     span = session_tracer("terminal_agent").start_span(f"tracerl.terminal.{name}", attributes=attrs,
                                                 start_time=end - int(result.seconds * 1e9))
+    if result.returncode is None:  # killed at its timeout: the verdict was never given, say so
+        span.set_status(Status(StatusCode.ERROR, f"{name}.sh {result.reason}"))
     span.end(end_time=end)
+
+
+def _untested(work: Workspace, verdict: Any) -> None:
+    """A test.sh killed at its timeout scores 0; the episode says why (termination ``timeout``)."""
+    from tracerl.core.rollout import _current  # the open session of this rollout
+    from tracerl.core.types import TerminationReason
+
+    sess = _current.get()
+    if verdict.returncode is None and sess is not None:
+        sess.end(TerminationReason.TIMEOUT, f"test.sh of {work.task.name} ran past its test_timeout_s "
+                 f"({verdict.reason}); scored 0")
 
 
 @rollout
@@ -108,4 +123,5 @@ def terminal_agent(task: Task, config: RolloutContext) -> dict[str, Any]:
             messages.append({"role": "user", "content": f"$ {command}\n{_run(work, command)}"})
         verdict = work.test()
         _stage("test", work, verdict)
+        _untested(work, verdict)
     return {"reward": 1.0 if verdict.ok else 0.0, "is_correct": verdict.ok}
