@@ -35,6 +35,8 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check tracerl tests bench examples scripts
 	$(VENV)/bin/mypy
+	# the layering of docs/architecture.md: contracts in pyproject.toml's [tool.importlinter]
+	$(VENV)/bin/lint-imports
 
 # Two workers, a test file each at a time (module fixtures stay in one process).
 test: $(STAMP) lint
@@ -49,4 +51,4 @@ bench-trl: $(STAMP)
 	$(PY) bench/vs_trl.py --steps 40 --threads 1 --modes trl tracerl tracerl-langgraph
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .import_linter_cache

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import ssl
+import time
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,75 @@ def _context(url: str, episode_id: str) -> tracerl.RolloutContext:
     return tracerl.RolloutContext(episode_id=episode_id, task=tracerl.Task(id=episode_id),
                                   base_url=f"{url}/sessions/{episode_id}/v1", model="scripted", api_key="x",
                                   sampling={"temperature": 1.0})
+
+
+# -- a slow engine is slow, not broken (issue 42) ------------------------------------------
+
+
+def test_the_read_timeout_follows_the_episodes_timeout_s():
+    import httpx
+
+    from tracerl.tasks.agents import chat_client
+
+    unbounded, limited = clients.http_timeout(None), clients.http_timeout(45.0)
+    assert (unbounded.read, unbounded.write, unbounded.pool) == (None, None, None)
+    assert (limited.read, limited.write, limited.pool) == (45.0, 45.0, 45.0)
+    assert unbounded.connect == limited.connect == clients.CONNECT_TIMEOUT_S  # reaching the gateway stays bounded
+    assert isinstance(unbounded, httpx.Timeout)
+    for timeout_s in (None, 45.0):
+        ctx = _context("http://127.0.0.1:9", "t")
+        ctx.timeout_s = timeout_s
+        for client in (ctx.openai_client(), ctx.async_openai_client(), ctx.anthropic_client(),
+                       ctx.async_anthropic_client(), chat_client(ctx)):
+            assert (client.timeout.read, client.timeout.connect) == (timeout_s, clients.CONNECT_TIMEOUT_S)
+        assert ctx.chat_openai().request_timeout.read == timeout_s
+        assert ctx.chat_anthropic().default_request_timeout == timeout_s
+    assert _context("http://127.0.0.1:9", "t").openai_client(timeout=3.0).timeout == 3.0  # the agent's own wins
+
+
+@pytest.mark.parametrize(("settings_s", "decorator_s"), [(None, None), (30.0, None), (None, 20.0), (30.0, 20.0)])
+def test_an_episodes_context_carries_its_timeout_s(tracing, settings_s, decorator_s):
+    seen = []
+
+    @tracerl.rollout(timeout_s=decorator_s)
+    def sync_agent(task, config):
+        seen.append(config.timeout_s)
+
+    @tracerl.rollout(timeout_s=decorator_s)
+    async def async_agent(task, config):
+        seen.append(config.timeout_s)
+
+    settings = tracerl.RolloutSettings(gateway_url="http://127.0.0.1:9", timeout_s=settings_s)
+    sync_agent({"id": "s"}, settings, tracing=tracing)
+    asyncio.run(async_agent({"id": "a"}, settings, tracing=tracing))
+    assert seen == [settings_s or decorator_s] * 2  # the settings' limit, else the decorator's
+
+
+def test_an_episode_outlasts_a_would_be_fixed_timeout_when_timeout_s_is_unset(tracing, monkeypatch):
+    """The engine takes 2 s a reply, twice what a fixed 1 s client timeout (the bound that is
+    left, the connect's, patched down to 1 s) would allow: with no timeout_s the episodes of
+    the built-in agent and of a RolloutContext helper still succeed."""
+    import httpx
+
+    from tracerl import tasks
+    from tracerl.tasks.agents import math_agent
+
+    monkeypatch.setattr(clients, "CONNECT_TIMEOUT_S", 1.0)
+    task = tasks.get("arithmetic").tasks("test", 1, seed=0)[0]
+
+    def slow(messages, tools):
+        time.sleep(2.0)
+        return f"The answer is {task.answer}."
+
+    @tracerl.rollout
+    def helper_agent(task, config):
+        reply = config.openai_client().chat.completions.create(model=config.model, messages=[])
+        return 1.0 if reply.choices[0].message.content else 0.0
+
+    with ScriptedServer(slow, tracer_provider=tracing.provider) as server:
+        with pytest.raises(httpx.ReadTimeout):  # what a fixed 1 s would have done
+            httpx.post(f"{server.url}/v1/chat/completions", json={"messages": []}, timeout=1.0)
+        settings = tracerl.RolloutSettings(gateway_url=server.url, model="scripted", api_key="x")
+        assert settings.timeout_s is None
+        episodes = [math_agent(task, settings, tracing=tracing), helper_agent(task, settings, tracing=tracing)]
+    assert [(ep.termination_reason, ep.reward) for ep in episodes] == [(tracerl.TerminationReason.SUCCESS, 1.0)] * 2

@@ -170,3 +170,38 @@ def test_an_evaluation_nothing_graded_prints_not_measured_never_a_zero(capsys):
     assert "held-out accuracy before training: not measured: none of its 3 episodes has a reward" in out
     assert "held-out accuracy after training: 100.0% of 1 graded episodes (1 without a reward)" in out
     assert not re.search(r"(?<![\d.])0\.0%", out)
+
+
+def test_timeout_advice_names_the_measured_rate_and_the_settings_to_change():
+    from tracerl.core.types import Step, Trajectory
+    from tracerl.trainers.metrics import timeout_advice
+
+    answered = Episode(id="a", trajectories=[Trajectory(steps=[Step(id="s", response_ids=list(range(30)))])])
+    late = [_ep("t", i, False, TerminationReason.TIMEOUT) for i in range(3)]
+    assert timeout_advice([answered], 10.0, 4, 96, 120.0) is None  # none timed out: nothing to say
+    advice = timeout_advice([answered, *late], 10.0, 4, 96, 120.0)
+    assert advice is not None
+    # 30 response tokens in 10 s: 3.0 tokens/s, and each of the three settings with its value
+    assert advice.startswith("3 of 4 episodes timed out: the engine answered 3.0 tokens/s (30 response tokens in 10.0 s)")
+    assert "`concurrency` (4)" in advice and "`max_tokens` (96)" in advice and "`timeout_s` (120)" in advice
+
+
+def test_an_evaluation_whose_episodes_time_out_warns_once_with_the_fix(tracing, caplog):
+    import time
+
+    import tracerl
+    from tracerl.testing import ScriptedServer
+    from tracerl.trainers.evaluate import evaluate
+
+    @tracerl.rollout(timeout_s=0.5)
+    def agent(task, config):
+        config.openai_client().chat.completions.create(model=config.model, messages=[])
+
+    with ScriptedServer(lambda messages, tools: time.sleep(1.5) or "late", tracer_provider=tracing.provider) as server:
+        settings = tracerl.RolloutSettings(gateway_url=server.url, model="scripted", max_tokens=64)
+        with caplog.at_level("WARNING", logger="tracerl.trainers.evaluate"):
+            report = evaluate(agent, [Task(id=f"t{i}") for i in range(3)], settings, tracing=tracing, concurrency=8)
+    assert report.reasons == {"timeout": 3}
+    warned = [r.getMessage() for r in caplog.records if r.name == "tracerl.trainers.evaluate"]
+    assert len(warned) == 1 and warned[0].startswith("evaluation: 3 of 3 episodes timed out: the engine answered")
+    assert "`concurrency` (8)" in warned[0] and "`max_tokens` (64)" in warned[0] and "`timeout_s` (0.5)" in warned[0]

@@ -95,3 +95,17 @@ def test_ctrl_c_says_the_step_and_how_to_resume(tmp_path):
     steps = [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert int(match.group(1)) == steps[-1] >= 1
     assert Path(match.group(2)) == checkpoint.latest(out / "checkpoints")
+
+
+def test_a_step_whose_episodes_time_out_says_the_engines_rate_and_what_to_change_once(tmp_path, caplog):
+    path = tmp_path / "slow_agent.py"
+    path.write_text("import time\nimport tracerl\n\n\n@tracerl.rollout(timeout_s=0.2)\n"
+                    "def slow(task, config):\n    time.sleep(0.6)\n")
+    with caplog.at_level("WARNING", logger="tracerl.trainers.loop"):
+        code = main(["train", "arithmetic", "--agent", f"{path}:slow", "--steps", "2", "--output",
+                     str(tmp_path / "run"), *TINY])
+    assert code == 1  # two steps whose every rollout failed (timed out): the run stops, as for any failure
+    advice = [r.getMessage() for r in caplog.records if "episodes timed out" in r.getMessage()]
+    assert len(advice) == 1, advice  # said once, not every step
+    assert advice[0].startswith("step 1: 4 of 4 episodes timed out: the engine answered 0.0 tokens/s")
+    assert "`concurrency` (" in advice[0] and "`max_tokens` (16)" in advice[0] and "`timeout_s` (0.2)" in advice[0]

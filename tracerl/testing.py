@@ -14,6 +14,7 @@ uses only the standard library and binds 127.0.0.1.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import threading
@@ -229,7 +230,8 @@ class ScriptedServer:
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client gave up: its timeout
+                    self.wfile.write(data)
 
             def do_GET(self) -> None:  # noqa: N802
                 if self.path.rstrip("/").endswith("/v1/models"):

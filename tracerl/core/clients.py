@@ -11,6 +11,10 @@ one pool per event loop and thread for asynchronous ones (an async pool must not
 its loop). The shared pools ignore ``close()``: an agent that closes its client, or uses it
 as a context manager, does not break the other episodes' clients.
 
+Their read timeout follows the episode's ``timeout_s`` (:func:`http_timeout`), never a fixed
+figure: on a busy machine an engine that takes minutes per reply is slow, and an episode it is
+still serving must not fail for it (issue 42: a fixed 120 s failed every episode of an eval).
+
 Nothing here is imported before it is used: ``openai``, ``langchain_openai`` load on the call.
 """
 
@@ -31,6 +35,18 @@ _lock = threading.Lock()
 _tls: ssl.SSLContext | None = None
 _sync_http: dict[str, Any] = {}  # per SDK ("openai", "anthropic"): each brings its own httpx flavour
 _local = threading.local()  # per SDK, this thread's (weak ref to its event loop, async pool)
+
+CONNECT_TIMEOUT_S = 10.0
+"""The one fixed bound: reaching the gateway. A busy engine slows replies, not the connect."""
+
+
+def http_timeout(timeout_s: float | None, sdk: str = "httpx") -> Any:
+    """``sdk``'s ``Timeout`` for an episode with wall-clock limit ``timeout_s``: reads (and
+    writes, and the wait for a pooled connection) may take up to ``timeout_s``, unbounded when
+    it is None, so only the episode's own limit ends a call the engine is still serving; the
+    connect stays bounded by :data:`CONNECT_TIMEOUT_S`. With a limit the episode ends there
+    anyway; the read timeout then frees the call its worker thread is left waiting on."""
+    return importlib.import_module(sdk).Timeout(timeout_s, connect=CONNECT_TIMEOUT_S)
 
 
 def tls_context() -> ssl.SSLContext:
@@ -95,23 +111,28 @@ def async_http_client(sdk: str = "openai") -> Any:
     return client
 
 
-def openai_client(base_url: str, api_key: str, **options: Any) -> Any:
-    """``openai.OpenAI`` for ``base_url`` on the shared pool; ``options`` go to the client."""
+def openai_client(base_url: str, api_key: str, *, timeout_s: float | None = None, **options: Any) -> Any:
+    """``openai.OpenAI`` for ``base_url`` on the shared pool; ``options`` go to the client, whose
+    ``timeout`` is :func:`http_timeout` of the episode's ``timeout_s`` unless they give one (the
+    same for every helper here)."""
     import openai
 
+    options.setdefault("timeout", http_timeout(timeout_s, "openai"))
     return openai.OpenAI(base_url=base_url, api_key=api_key, http_client=sync_http_client(), **options)
 
 
-def async_openai_client(base_url: str, api_key: str, **options: Any) -> Any:
+def async_openai_client(base_url: str, api_key: str, *, timeout_s: float | None = None, **options: Any) -> Any:
     """``openai.AsyncOpenAI`` for ``base_url`` on the running loop's shared pool."""
     import openai
 
+    options.setdefault("timeout", http_timeout(timeout_s, "openai"))
     return openai.AsyncOpenAI(base_url=base_url, api_key=api_key, http_client=async_http_client(), **options)
 
 
-def chat_openai(base_url: str, api_key: str, **options: Any) -> Any:
+def chat_openai(base_url: str, api_key: str, *, timeout_s: float | None = None, **options: Any) -> Any:
     """LangChain's ``ChatOpenAI`` for ``base_url`` on the shared pools."""
     lc = require("langchain_openai", "langchain-openai", "langchain", "RolloutContext.chat_openai")
+    options.setdefault("timeout", http_timeout(timeout_s, "openai"))
     return lc.ChatOpenAI(base_url=base_url, api_key=api_key, http_client=sync_http_client(),
                          http_async_client=async_http_client(), **options)
 
@@ -121,23 +142,26 @@ def anthropic_base_url(base_url: str) -> str:
     return base_url.rstrip("/").removesuffix("/v1")
 
 
-def anthropic_client(base_url: str, api_key: str, **options: Any) -> Any:
+def anthropic_client(base_url: str, api_key: str, *, timeout_s: float | None = None, **options: Any) -> Any:
     """``anthropic.Anthropic`` for the session at ``base_url`` (its OpenAI form, ``.../v1``), on
     the shared pool; ``options`` go to the client."""
     anthropic = require("anthropic", "anthropic", "anthropic", "RolloutContext.anthropic_client")
+    options.setdefault("timeout", http_timeout(timeout_s, "anthropic"))
     return anthropic.Anthropic(base_url=anthropic_base_url(base_url), api_key=api_key,
                                http_client=sync_http_client("anthropic"), **options)
 
 
-def async_anthropic_client(base_url: str, api_key: str, **options: Any) -> Any:
+def async_anthropic_client(base_url: str, api_key: str, *, timeout_s: float | None = None, **options: Any) -> Any:
     """``anthropic.AsyncAnthropic`` for the session at ``base_url``, on the running loop's pool."""
     anthropic = require("anthropic", "anthropic", "anthropic", "RolloutContext.async_anthropic_client")
+    options.setdefault("timeout", http_timeout(timeout_s, "anthropic"))
     return anthropic.AsyncAnthropic(base_url=anthropic_base_url(base_url), api_key=api_key,
                                     http_client=async_http_client("anthropic"), **options)
 
 
-def chat_anthropic(base_url: str, api_key: str, **options: Any) -> Any:
+def chat_anthropic(base_url: str, api_key: str, *, timeout_s: float | None = None, **options: Any) -> Any:
     """LangChain's ``ChatAnthropic`` for the session at ``base_url`` (it builds its own HTTP
     client per URL)."""
     lc = require("langchain_anthropic", "langchain-anthropic", "anthropic", "RolloutContext.chat_anthropic")
+    options.setdefault("timeout", timeout_s)  # a float or None (unbounded) is all ChatAnthropic takes
     return lc.ChatAnthropic(base_url=anthropic_base_url(base_url), api_key=api_key, **options)

@@ -100,6 +100,7 @@ class RolloutContext:
     model: str
     api_key: str
     sampling: dict[str, Any] = field(default_factory=dict)
+    timeout_s: float | None = None  # the episode's wall-clock limit: the helpers' clients read for as long
 
     def openai_kwargs(self) -> dict[str, str]:
         """``base_url`` and ``api_key`` for a client you build yourself."""
@@ -107,19 +108,20 @@ class RolloutContext:
 
     def openai_client(self, **options: Any) -> Any:
         """An ``openai.OpenAI`` client for this episode's session (``options`` go to it)."""
-        return clients.openai_client(self.base_url, self.api_key, **options)
+        return clients.openai_client(self.base_url, self.api_key, timeout_s=self.timeout_s, **options)
 
     def async_openai_client(self, **options: Any) -> Any:
         """An ``openai.AsyncOpenAI`` client for this episode's session, e.g. for the Agents
         SDK's ``OpenAIResponsesModel(model=..., openai_client=config.async_openai_client())``."""
-        return clients.async_openai_client(self.base_url, self.api_key, **options)
+        return clients.async_openai_client(self.base_url, self.api_key, timeout_s=self.timeout_s, **options)
 
     def chat_openai(self, **options: Any) -> Any:
         """LangChain's ``ChatOpenAI`` for this episode: this model, temperature, top_p and
         max_tokens unless ``options`` say otherwise (``langchain-openai`` must be installed).
         The seed is left out: one seed for every call of an episode would draw the same random
         numbers each call; the tracerl gateway seeds each call of a seeded session itself."""
-        return clients.chat_openai(self.base_url, self.api_key, **{**self._langchain_defaults(), **options})
+        return clients.chat_openai(self.base_url, self.api_key, timeout_s=self.timeout_s,
+                                   **{**self._langchain_defaults(), **options})
 
     def _langchain_defaults(self) -> dict[str, Any]:
         defaults: dict[str, Any] = {"model": self.model}
@@ -131,16 +133,17 @@ class RolloutContext:
     def anthropic_client(self, **options: Any) -> Any:
         """An ``anthropic.Anthropic`` client for this episode's session: the gateway serves
         Anthropic's Messages API beside OpenAI's (``anthropic`` must be installed)."""
-        return clients.anthropic_client(self.base_url, self.api_key, **options)
+        return clients.anthropic_client(self.base_url, self.api_key, timeout_s=self.timeout_s, **options)
 
     def async_anthropic_client(self, **options: Any) -> Any:
         """An ``anthropic.AsyncAnthropic`` client for this episode's session."""
-        return clients.async_anthropic_client(self.base_url, self.api_key, **options)
+        return clients.async_anthropic_client(self.base_url, self.api_key, timeout_s=self.timeout_s, **options)
 
     def chat_anthropic(self, **options: Any) -> Any:
         """LangChain's ``ChatAnthropic`` for this episode, with this model and its sampling
         settings as :meth:`chat_openai` (``langchain-anthropic`` must be installed)."""
-        return clients.chat_anthropic(self.base_url, self.api_key, **{**self._langchain_defaults(), **options})
+        return clients.chat_anthropic(self.base_url, self.api_key, timeout_s=self.timeout_s,
+                                      **{**self._langchain_defaults(), **options})
 
     def anthropic_kwargs(self, max_tokens: int = 1024) -> dict[str, Any]:
         """``client.messages.create(**config.anthropic_kwargs(), messages=...)``: this model,
@@ -399,13 +402,3 @@ def session(
     """Open an episode for code that is not one function: ``with tracerl.session() as s: ...``.
     ``attributes`` go on the episode's root span."""
     return Session(episode_id, task, settings=settings, tracing=tracing, attributes=attributes)
-
-
-def __getattr__(name: str) -> Any:
-    # RolloutFunction and rollout lived here until 0.1.0.dev0 (now .rollout_fn, which imports this
-    # module, hence not imported at the top); old imports keep working
-    if name in ("RolloutFunction", "rollout"):
-        from . import rollout_fn
-
-        return getattr(rollout_fn, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

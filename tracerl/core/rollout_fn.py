@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import dataclasses
 import functools
 import inspect
 import logging
@@ -142,7 +143,8 @@ class RolloutFunction:
     def run_body(self, sess: Session, timeout: float | None) -> Any:
         """The user's function on the open session ``sess``, within ``timeout``; an async one
         runs to completion on an event loop of its own (this thread's)."""
-        config = sess.config()
+        # the episode's clients read for as long as it may run (tracerl.core.clients.http_timeout)
+        config = dataclasses.replace(sess.config(), timeout_s=timeout)
         if self.is_async:
             coro = self.fn(sess.task, config)
             return asyncio.run(asyncio.wait_for(coro, timeout) if timeout else coro)
@@ -189,8 +191,8 @@ class RolloutFunction:
         graded = False
         try:
             async with sess:
-                coro = self.fn(sess.task, sess.config())
                 timeout = self._timeout(settings)
+                coro = self.fn(sess.task, dataclasses.replace(sess.config(), timeout_s=timeout))
                 result = await (asyncio.wait_for(coro, timeout) if timeout else coro)
                 returned, graded = _finish(result, sess, grader)
         except Exception as exc:  # noqa: BLE001

@@ -21,7 +21,7 @@ import inspect
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
@@ -44,6 +44,7 @@ from . import messages as ms
 from . import protocol as p
 from . import responses as rs
 from .health import StoreProbe
+from .http import json_response, read_json
 from .recording import CallRecord, gateway_span, new_ids
 from .streaming import sse_chat
 from .turns import Turns
@@ -476,27 +477,6 @@ class PromptCache:
         self._ids[key] = tuple(ids)
         if len(self._ids) > self.size:  # insertion order: the oldest goes first
             del self._ids[next(iter(self._ids))]
-
-
-async def read_json(request: Request) -> Any:
-    raw = await request.body()
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        pass
-    try:  # what orjson refuses but json accepts: NaN, Infinity, integers beyond 64 bits
-        return json.loads(raw)
-    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
-        raise p.APIError(400, f"request body is not valid JSON: {exc}") from exc
-
-
-def json_response(doc: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
-    """``doc`` as a JSON response, serialised with orjson (a few times faster than json)."""
-    try:
-        body = orjson.dumps(doc)
-    except TypeError:  # integers beyond 64 bits, lone surrogates (echoed input), deep nesting
-        body = json.dumps(doc, separators=(",", ":"), default=str).encode()  # ASCII, \u escapes
-    return Response(body, status_code=status, headers=headers, media_type="application/json")
 
 
 # FastAPI >= 0.160 traces every request into the global TracerProvider: an in-process gateway

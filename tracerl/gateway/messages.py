@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from . import protocol as p
+from .http import json_response, read_json
 
 PATHS = ("/v1/messages", "/v1/messages/count_tokens")
 # Anthropic's error types by status (docs.anthropic.com, "Errors")
@@ -242,7 +243,6 @@ async def serve(gw: Any, request: Any, path_session: str | None) -> Any:
     recorded as one, answered as a Message; behind an upstream engine, forwarded as a chat call."""
     from starlette.responses import StreamingResponse
 
-    from .app import json_response, read_json
     from .streaming import text_pieces
 
     body = await read_json(request)
@@ -263,8 +263,6 @@ async def serve(gw: Any, request: Any, path_session: str | None) -> Any:
 
 async def count_tokens(gw: Any, request: Any) -> Any:
     """``POST /v1/messages/count_tokens``: the prompt's length as the chat template renders it."""
-    from .app import json_response, read_json
-
     chat = chat_request(await read_json(request), counting=True)
     req = p.ChatRequest.model_validate(chat)
     gw.check_model(req.model)

@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from tracerl.core.clients import tls_context
+from tracerl.core.clients import http_timeout, tls_context
 from tracerl.core.rollout import RolloutContext
 from tracerl.core.rollout_fn import rollout
 from tracerl.core.types import Task
@@ -47,8 +47,9 @@ def chat_client(config: RolloutContext) -> Any:
 
     # On the process's one TLS context: httpx builds a new one per client, and loading the CA
     # bundle costs ~17 ms of CPU, most of an episode's client-side CPU (tracerl.core.clients).
+    # Reads wait as long as the episode may run: a busy engine is slow, not broken (issue 42).
     return httpx.Client(base_url=config.base_url, headers={"Authorization": f"Bearer {config.api_key}"},
-                        timeout=120.0, verify=tls_context())
+                        timeout=http_timeout(config.timeout_s), verify=tls_context())
 
 
 def chat_turn(http: Any, config: RolloutContext, messages: list[dict[str, Any]], tools: list[dict] | None,

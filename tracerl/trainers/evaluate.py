@@ -12,8 +12,10 @@ tasks; the interval is mean +- 1.96 standard errors over tasks.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import statistics
+import time
 import uuid
 from collections import Counter
 from collections.abc import Sequence
@@ -26,8 +28,10 @@ from tracerl.core.otel import Tracing
 from tracerl.core.rollout import RolloutSettings
 from tracerl.core.types import Episode, Task
 
-from .metrics import is_correct, judged_by_reward_max, used_tools
+from .metrics import is_correct, judged_by_reward_max, timeout_advice, used_tools
 from .rollouts import Agent, rollout_seed, run_rollouts
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 300.0  # an episode's limit when neither `tracerl eval --timeout` nor its app sets one
 EVAL_SEED = -1  # the rollout_seed "step" of evaluations, apart from every training step
@@ -149,7 +153,12 @@ def evaluate(
         (task, f"{tag}-t{i}-n{j}", settings.model_copy(update={"seed": rollout_seed(seed, EVAL_SEED, i, j)}))
         for i, task in enumerate(tasks) for j in range(n)
     ]
+    start = time.perf_counter()
     episodes = run_rollouts(agent, jobs, tracing=tracing, concurrency=concurrency, reward=reward, kind=kind)
+    advice = timeout_advice(episodes, time.perf_counter() - start, concurrency, settings.max_tokens,
+                            settings.timeout_s or getattr(agent, "timeout_s", None))
+    if advice:
+        log.warning("evaluation: %s", advice)
     return EvalReport.from_episodes(episodes, n, ks, reward_max)
 
 

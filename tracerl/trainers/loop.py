@@ -44,7 +44,7 @@ from .attempt import Attempt
 from .batching import make_batch
 from .config import RFT, TrainConfig
 from .evaluate import EvalReport, evaluate, failed_episodes
-from .metrics import MetricsLogger, episode_metrics, memory_metrics
+from .metrics import MetricsLogger, episode_metrics, memory_metrics, timeout_advice
 from .model_path import resolve_model
 from .policy import Policy, follow, load_policy
 from .producer import Producer
@@ -110,6 +110,7 @@ class _Run:
     agent_spec: str = "module:fn"  # how to name the agent in a message (--agent ...)
     reward: Any = None  # the reward function grading what the agent returns (None: its own reward)
     failed_steps: int = 0  # consecutive steps whose every rollout failed
+    warned_slow: bool = False  # a step's timeouts were explained once (metrics.timeout_advice)
     engine_counts: tuple[int, int, float] = (0, 0, 0.0)  # the engine's (batches, rows, busy s) so far
     version: int = 0
     nonce: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
@@ -455,9 +456,11 @@ def _rollouts(run: _Run, settings: RolloutSettings, step: int) -> list[Episode]:
     cfg = run.cfg
     jobs = _jobs(run, settings, step)
     ready = run.ready.pop(jobs[0][1], None)
+    start = time.perf_counter()
     episodes = run_rollouts(run.agent, jobs[1:] if ready else jobs, tracing=run.tracing,
                             concurrency=cfg.concurrency, reward=run.reward)
     episodes = [ready, *episodes] if ready else episodes
+    _advise_timeouts(run, episodes, time.perf_counter() - start, step)  # before a step that fails stops the run
     _check_failures(run, episodes, step)
     check_grading(episodes, cfg.max_grading_errors, f"step {step + 1}")  # before the update that would use them
     return episodes
@@ -496,6 +499,17 @@ def _train_step(run: _Run, episodes: list[Episode], rollout_s: float) -> dict[st
     metrics["policy/weight_version"] = float(run.version + 1)
     metrics.update(memory_metrics())
     return metrics
+
+
+def _advise_timeouts(run: _Run, episodes: list[Episode], elapsed_s: float, step: int) -> None:
+    """Once per run, the first step whose episodes timed out says how fast the engine was and
+    what to change (a busy machine makes a slow engine, not a broken agent)."""
+    cfg = run.cfg
+    advice = timeout_advice(episodes, elapsed_s, cfg.concurrency, cfg.rollout.max_tokens,
+                            cfg.rollout.timeout_s or getattr(run.agent, "timeout_s", None))
+    if advice and not run.warned_slow:
+        run.warned_slow = True
+        log.warning("step %d: %s (said once per run)", step + 1, advice)
 
 
 def _check_failures(run: _Run, episodes: list[Episode], step: int) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from tracerl.core.errors import require
 from tracerl.core.grading import graded
-from tracerl.core.types import Episode, Step
+from tracerl.core.types import Episode, Step, TerminationReason
 
 from .batching import trajectory_reward
 from .config import TrainConfig
@@ -115,6 +115,23 @@ def accuracy(episodes: Sequence[Episode], reward_max: float = 1.0) -> float | No
     none was graded (not measured)."""
     judged = [ep for ep in episodes if graded(ep)]
     return sum(is_correct(ep, reward_max) for ep in judged) / len(judged) if judged else None
+
+
+
+def timeout_advice(episodes: Sequence[Episode], elapsed_s: float, concurrency: int, max_tokens: int | None,
+                   timeout_s: float | None) -> str | None:
+    """What to change when some of a step's episodes ran out of time (None when none did): the
+    engine's measured rate, response tokens per second of the step's wall time, and the three
+    settings that trade the load on it against the time an episode gets (issue 42: on a busy
+    machine a slow engine must read as slow, with its fix, not as broken agents)."""
+    late = sum(ep.termination_reason is TerminationReason.TIMEOUT for ep in episodes)
+    if not late:
+        return None
+    tokens = sum(len(s.response_ids) for ep in episodes for s in ep.steps if s.response_ids is not None)
+    limit = f"{timeout_s:g}" if timeout_s else "unset"
+    return (f"{late} of {len(episodes)} episodes timed out: the engine answered {tokens / max(elapsed_s, 1e-9):.1f} "
+            f"tokens/s ({tokens} response tokens in {elapsed_s:.1f} s), too slow to finish them in time; lower "
+            f"`concurrency` ({concurrency}) or `max_tokens` ({max_tokens or 'unset'}), or raise `timeout_s` ({limit})")
 
 
 class MetricsLogger:
