@@ -85,5 +85,7 @@ def test_the_app_to_model_commands_run_as_written(tmp_path):
     counted = re.search(r"60 episodes read, (\d+) kept; left out (\d+) of 60 episodes as held out", trained)
     assert counted and int(counted.group(1)) + int(counted.group(2)) == 60, trained[-3000:]
     assert "dropped 0 without a reward" in trained and "0 without the policy's token ids" in trained
+    # the app answers greedily (app.run), so the same runs pass every time: 6 of the 46 kept
+    assert "training on 6 trajectories of 46 episodes" in trained, trained[-3000:]
     assert re.search(r"accuracy before: \d+\.\d%", trained) and re.search(r"accuracy after: +\d+\.\d%", trained)
     assert (cwd / "runs" / "from-traces" / "metrics.jsonl").is_file()

@@ -105,9 +105,9 @@ def solve(task, config):
 {server}
 
 def run(question):
-    """The app as production calls it: each graph run is one episode of its traces."""
+    """The app as production calls it, greedy: each graph run is one episode of its traces."""
     base_url, api_key, model = server()
-    return answer(ChatOpenAI(base_url=base_url, api_key=api_key, model=model), question)
+    return answer(ChatOpenAI(base_url=base_url, api_key=api_key, model=model, temperature=0), question)  # greedy
 '''
 
 LANGCHAIN = '''"""The agent: a LangChain chat model with a calculator tool, in a tool-calling loop."""
@@ -149,7 +149,7 @@ def run(question):
     """The app as production calls it (see production.py)."""
     base_url, api_key, model = server()
     with tracerl.app_run("solver"):  # the loop's model calls are one run of the app: one episode
-        return answer(ChatOpenAI(base_url=base_url, api_key=api_key, model=model), question)
+        return answer(ChatOpenAI(base_url=base_url, api_key=api_key, model=model, temperature=0), question)
 '''
 
 OPENAI_AGENTS = '''"""The agent: an OpenAI Agents SDK Agent with a calculator function tool."""
@@ -192,7 +192,8 @@ async def run(question):
     """The app as production calls it: each Runner.run is one episode of its traces."""
     base_url, api_key, model = server()
     client = AsyncOpenAI(base_url=base_url, api_key=api_key)
-    return await answer(OpenAIChatCompletionsModel(model=model, openai_client=client), question)
+    return await answer(OpenAIChatCompletionsModel(model=model, openai_client=client), question,
+                        ModelSettings(temperature=0))  # greedy
 '''
 
 LITELLM = '''"""The agent: a LiteLLM tool-calling loop with a calculator tool."""
@@ -243,7 +244,8 @@ def run(question):
     """The app as production calls it (see production.py)."""
     base_url, api_key, model = server()
     with tracerl.app_run("solver"):  # the loop's model calls are one run of the app: one episode
-        return answer({{"model": f"openai/{{model}}", "api_base": base_url, "api_key": api_key}}, question)
+        options = {{"model": f"openai/{{model}}", "api_base": base_url, "api_key": api_key, "temperature": 0}}
+        return answer(options, question)  # greedy
 '''
 
 APPS = {Framework.langgraph: LANGGRAPH, Framework.langchain: LANGCHAIN,
